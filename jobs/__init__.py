@@ -1,0 +1,1 @@
+"""memstack.jobs."""

@@ -1,0 +1,85 @@
+"""``memstack bench ingest``: events/s through ``MemoryClient.emit`` vs a bare producer.
+
+Both sides send the same serialized bytes with the same keys to a fresh topic of the same
+configuration, with the same producer settings (idempotent, ``acks=all``). Runs interleave
+(SDK, raw, SDK, raw, ...) so both see the same machine load; the ratio is the median of the
+per-pair ratios. The SDK side pays for everything the SDK adds: envelope checks, canonical
+JSON, topic routing and the returned handle.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from kafka import KafkaProducer
+
+from memstack.builders import Defaults, EventBuilder
+from memstack.client import PRODUCER_CONFIG, MemoryClient
+from memstack.infra.topics import ensure_topics
+from memstack.jobs.broker_env import broker_for
+from memstack.jobs.measure import Report, Result
+from memstack.schemas.events import Event
+from memstack.schemas.ids import uuid7
+from memstack.settings import Settings
+
+TEXTS = [
+    "Can you book a table for two at 8pm?",
+    "I moved to Porto last spring and I love the river.",
+    "The flight search returned 14 options under 300 EUR.",
+    "Remember that Ana is allergic to peanuts.",
+]
+
+
+def _events(n: int) -> list[Event]:
+    builder = EventBuilder(Defaults(tenant="bench", agent="ingest"))
+    return [builder.message(f"s{i % 64}", "user", TEXTS[i % len(TEXTS)]) for i in range(n)]
+
+
+def _sdk_run(settings: Settings, events: list[Event]) -> float:
+    with MemoryClient("bench", "ingest", settings=settings) as client:
+        start = time.perf_counter()
+        for event in events:
+            client.emit(event)
+        client.flush()
+        return len(events) / (time.perf_counter() - start)
+
+
+def _raw_run(settings: Settings, payloads: list[tuple[bytes, bytes]]) -> float:
+    producer = KafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_CONFIG)
+    try:
+        start = time.perf_counter()
+        for key, value in payloads:
+            producer.send(settings.events_topic, key=key, value=value)
+        producer.flush()
+        return len(payloads) / (time.perf_counter() - start)
+    finally:
+        producer.close()
+
+
+def run(quick: bool, report: Report) -> Result:
+    n, rounds = (5_000, 3) if quick else (20_000, 7)
+    base = Settings.from_env()
+    with broker_for(base) as settings:
+        bench = settings.with_(topic_prefix=f"bench-ingest-{uuid7().hex[:8]}")
+        ensure_topics(bench.bootstrap, bench.topic_prefix, bench.partitions)
+        events = _events(n)
+        payloads = [(e.key, e.to_json()) for e in events]
+        report("%d events of ~%d bytes, %d interleaved rounds", n, len(payloads[0][1]), rounds)
+        _raw_run(bench, payloads[: n // 5])  # warm-up: connections, JIT on the broker
+        sdk, raw = [], []
+        for i in range(rounds):
+            sdk.append(_sdk_run(bench, events))
+            raw.append(_raw_run(bench, payloads))
+            report("round %d: sdk %.0f ev/s, raw %.0f ev/s", i + 1, sdk[-1], raw[-1])
+    ratios = [s / r for s, r in zip(sdk, raw, strict=True)]
+    return Result(
+        name="ingest",
+        ratio=statistics.median(ratios),
+        figures={
+            "sdk_events_per_s": statistics.median(sdk),
+            "raw_events_per_s": statistics.median(raw),
+            "events_per_round": n,
+            "rounds": rounds,
+        },
+    )

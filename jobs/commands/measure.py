@@ -1,0 +1,26 @@
+"""``memstack bench NAME`` and ``memstack eval NAME``."""
+
+from __future__ import annotations
+
+import argparse
+
+from memstack.jobs.measure import Report, load
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for family, help_text in (("bench", "run a benchmark"), ("eval", "run an evaluation")):
+        p = sub.add_parser(family, help=help_text)
+        p.add_argument("name", help=f"the {family} to run (a module in memstack.jobs.{family})")
+        p.add_argument("--quick", action="store_true", help="a smaller run of the same shape")
+        p.add_argument("--json", action="store_true", help="end with one JSON line (always on)")
+        p.set_defaults(func=_runner(family))
+
+
+def _runner(family: str):  # type: ignore[no-untyped-def]  # returns the argparse callback
+    def run(args: argparse.Namespace) -> int:
+        measure = load(family, args.name)
+        result = measure(args.quick, Report(f"{family} {args.name}"))
+        print(result.to_json(), flush=True)
+        return 0
+
+    return run

@@ -1,0 +1,1 @@
+"""Evaluations: ``memstack eval NAME [--quick] --json``, same interface as benchmarks."""

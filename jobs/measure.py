@@ -1,0 +1,81 @@
+"""The shared interface of benchmarks and evaluations.
+
+A run reports progress for people on stderr and ends with one JSON line on stdout:
+``{"name": ..., "ratio": ... (benches), "figures": {flat name: number}, "plots": [PNG paths]}``.
+Ratios are measured side by side in one run, because this machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from memstack.errors import MemstackError
+
+
+class UnknownMeasurementError(MemstackError):
+    """No benchmark or evaluation of that name exists."""
+
+
+@dataclass
+class Result:
+    """What a benchmark or evaluation measured."""
+
+    name: str
+    figures: dict[str, float] = field(default_factory=dict)
+    ratio: float | None = None
+    plots: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        body: dict[str, object] = {"name": self.name}
+        if self.ratio is not None:
+            body["ratio"] = round(self.ratio, 4)
+        body["figures"] = {k: _round(v) for k, v in self.figures.items()}
+        body["plots"] = self.plots
+        return json.dumps(body, sort_keys=False)
+
+
+def _round(value: float) -> float:
+    return round(float(value), 6)
+
+
+class Report:
+    """Progress for people: timestamped lines on stderr."""
+
+    def __init__(self, name: str, stream: object = None) -> None:
+        self.name = name
+        self.started = time.monotonic()
+        self._stream = stream or sys.stderr
+
+    def __call__(self, message: str, *args: object) -> None:
+        elapsed = time.monotonic() - self.started
+        text = message % args if args else message
+        print(f"[{self.name} {elapsed:7.1f}s] {text}", file=self._stream, flush=True)  # type: ignore[call-overload]  # any text stream
+
+    def plot_dir(self) -> Path:
+        out = Path("out") / "plots"
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+
+
+class Measurement(Protocol):
+    def __call__(self, quick: bool, report: Report) -> Result: ...
+
+
+def load(family: str, name: str) -> Callable[[bool, Report], Result]:
+    """Find ``memstack.jobs.<family>.<name>.run``."""
+    module_name = f"memstack.jobs.{family}.{name.replace('-', '_')}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise UnknownMeasurementError(f"no {family} named '{name}'") from exc
+        raise
+    run: Callable[[bool, Report], Result] = module.run
+    return run

@@ -1,0 +1,59 @@
+"""The ``memstack`` command line.
+
+Sub-commands live in ``memstack.jobs.commands``: each module there exposes
+``register(subparsers)`` and is discovered at start, so a capability adds its command without
+editing this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+
+from memstack.errors import MemstackError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memstack",
+        description="Memory for AI agents as an event-sourced streaming pipeline.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    import memstack.jobs.commands as commands
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("kafka", "aiokafka", "faust", "mode", "lancedb", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        result: int = args.func(args)
+    except MemstackError as exc:
+        print(f"memstack: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("memstack: interrupted", file=sys.stderr)
+        return 130
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

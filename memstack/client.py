@@ -1,0 +1,122 @@
+"""The producer SDK: ``MemoryClient`` emits immutable memory events to Kafka.
+
+One call per event; events are validated before anything is sent, keyed by tenant/session so a
+session stays ordered, and produced idempotently with ``acks=all``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
+from memstack.builders import Defaults, EventBuilder
+from memstack.errors import BrokerUnavailableError, MemstackError
+from memstack.schemas.events import Event, EventKind, validate_event
+from memstack.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PRODUCER_CONFIG: dict[str, Any] = {
+    "acks": "all",  # explicit: every in-sync replica has the event before it counts as written
+    "enable_idempotence": True,  # a retried send never duplicates
+    "max_in_flight_requests_per_connection": 5,  # the most idempotence allows with ordering kept
+    "linger_ms": 5,
+    "batch_size": 256 * 1024,
+    "retries": 2**31 - 1,
+}
+
+
+class EmitError(MemstackError):
+    """Kafka did not accept an event; the message says whether it is safe to retry."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """Where the log put an event: its partition, offset and log (append) time."""
+
+    event_id: str
+    topic: str
+    partition: int
+    offset: int
+    log_time: datetime
+
+
+class PendingEmit:
+    """A sent event whose acknowledgement may still be in flight."""
+
+    def __init__(self, event_id: str, future: Any) -> None:
+        self.event_id = event_id
+        self._future = future
+
+    def get(self, timeout: float = 30.0) -> Written:
+        try:
+            meta = self._future.get(timeout=timeout)
+        except KafkaError as exc:
+            raise EmitError(f"event {self.event_id} was not acknowledged: {exc}") from exc
+        return Written(
+            self.event_id, meta.topic, meta.partition, meta.offset,
+            datetime.fromtimestamp(meta.timestamp / 1000, UTC),
+        )
+
+
+class MemoryClient(EventBuilder):
+    """Emit memory events to ``<prefix>.events`` (and forget requests to ``<prefix>.forget``).
+
+    >>> with MemoryClient(tenant="acme", agent="helper") as client:   # doctest: +SKIP
+    ...     client.message("s1", "user", "I moved to Lisbon")
+    ...     client.fact("s1", "user:ana", "lives_in", "Lisbon")
+    """
+
+    def __init__(self, tenant: str, agent: str, *, settings: Settings | None = None,
+                 source: str = "memstack-sdk", **producer_overrides: Any) -> None:
+        super().__init__(Defaults(tenant=tenant, agent=agent, source=source))
+        self.settings = settings or Settings.from_env()
+        config = {**PRODUCER_CONFIG, **producer_overrides}
+        try:
+            self._producer = KafkaProducer(bootstrap_servers=self.settings.bootstrap, **config)
+        except KafkaError as exc:
+            raise BrokerUnavailableError(
+                f"no Kafka broker at {self.settings.bootstrap}; start one with "
+                "`memstack infra up` or set MEMSTACK_BOOTSTRAP"
+            ) from exc
+
+    def emit(self, event: Event | dict[str, Any]) -> PendingEmit:
+        """Send one event (validated first; an invalid one raises and sends nothing)."""
+        if not isinstance(event, Event):
+            event = validate_event(event)
+        topic = (self.settings.forget_topic if event.kind is EventKind.FORGET_REQUESTED
+                 else self.settings.events_topic)
+        future = self._producer.send(topic, key=event.key, value=event.to_json())
+        return PendingEmit(event.event_id, future)
+
+    def emit_many(self, events: list[Event]) -> list[PendingEmit]:
+        """Send a batch; all are validated before the first is sent."""
+        checked = [e if isinstance(e, Event) else validate_event(e) for e in events]
+        return [self.emit(e) for e in checked]
+
+    def build(self, kind: EventKind, session: str, payload: dict[str, Any], **env: Any) -> Event:
+        """Helpers (``message``, ``fact``, ...) build, validate and emit in one call."""
+        event = super().build(kind, session, payload, **env)
+        self.emit(event)
+        return event
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every sent event is acknowledged."""
+        self._producer.flush(timeout=timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        self._producer.flush(timeout=timeout)
+        self._producer.close(timeout=timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,75 @@
+"""Settings: one frozen object, read from ``MEMSTACK_*`` environment variables.
+
+Every job validates its settings at start; errors name the variable to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from memstack.errors import ConfigError
+
+DEFAULT_KAFKA_PORT = 39092
+"""Default broker port: far from Kafka's 9092 and the usual dev-server ports."""
+
+
+def _int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+    if value < minimum:
+        raise ConfigError(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where memstack keeps its data and how it reaches Kafka."""
+
+    home: Path = field(default_factory=lambda: Path(".memstack").resolve())
+    kafka_port: int = DEFAULT_KAFKA_PORT
+    controller_port: int = DEFAULT_KAFKA_PORT + 1
+    bootstrap: str = f"127.0.0.1:{DEFAULT_KAFKA_PORT}"
+    topic_prefix: str = "memstack"
+    partitions: int = 3
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        home = Path(os.environ.get("MEMSTACK_HOME", ".memstack")).expanduser().resolve()
+        port = _int("MEMSTACK_KAFKA_PORT", DEFAULT_KAFKA_PORT, minimum=1)
+        controller = _int("MEMSTACK_KAFKA_CONTROLLER_PORT", port + 1, minimum=1)
+        bootstrap = os.environ.get("MEMSTACK_BOOTSTRAP") or f"127.0.0.1:{port}"
+        prefix = os.environ.get("MEMSTACK_TOPIC_PREFIX", "memstack")
+        if not prefix or any(c in prefix for c in " /\\:"):
+            raise ConfigError(f"MEMSTACK_TOPIC_PREFIX={prefix!r} must be a plain topic name part")
+        partitions = _int("MEMSTACK_PARTITIONS", 3, minimum=1)
+        return cls(home, port, controller, bootstrap, prefix, partitions)
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]  # dataclass replace is untyped
+
+    @property
+    def events_topic(self) -> str:
+        return f"{self.topic_prefix}.events"
+
+    @property
+    def forget_topic(self) -> str:
+        return f"{self.topic_prefix}.forget"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.topic_prefix}.dlq"
+
+    @property
+    def kafka_dir(self) -> Path:
+        return self.home / "kafka"
+
+    @property
+    def stores_dir(self) -> Path:
+        return self.home / "stores"
