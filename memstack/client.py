@@ -68,6 +68,9 @@ class PendingEmit:
 class MemoryClient(EventBuilder):
     """Emit memory events to ``<prefix>.events`` (and forget requests to ``<prefix>.forget``).
 
+    Every helper (``message``, ``tool_call``, ``tool_result``, ``observation``, ``note``,
+    ``fact``, ``retract``, ``forget``) validates, sends and returns the event it sent.
+
     >>> with MemoryClient(tenant="acme", agent="helper") as client:   # doctest: +SKIP
     ...     client.message("s1", "user", "I moved to Lisbon")
     ...     client.fact("s1", "user:ana", "lives_in", "Lisbon")
@@ -76,6 +79,8 @@ class MemoryClient(EventBuilder):
     def __init__(self, tenant: str, agent: str, *, settings: Settings | None = None,
                  source: str = "memstack-sdk", **producer_overrides: Any) -> None:
         super().__init__(Defaults(tenant=tenant, agent=agent, source=source))
+        self.events = EventBuilder(self.defaults)
+        """Builds events without sending them (``client.emit(client.events.note(...))``)."""
         self.settings = settings or Settings.from_env()
         config = {**PRODUCER_CONFIG, **producer_overrides}
         try:
@@ -95,7 +100,7 @@ class MemoryClient(EventBuilder):
         future = self._producer.send(topic, key=event.key, value=event.to_json())
         return PendingEmit(event.event_id, future)
 
-    def emit_many(self, events: list[Event]) -> list[PendingEmit]:
+    def emit_many(self, events: list[Event | dict[str, Any]]) -> list[PendingEmit]:
         """Send a batch; all are validated before the first is sent."""
         checked = [e if isinstance(e, Event) else validate_event(e) for e in events]
         return [self.emit(e) for e in checked]
