@@ -17,7 +17,9 @@ from kafka.errors import KafkaError
 
 from memstack.builders import Defaults, EventBuilder
 from memstack.errors import BrokerUnavailableError, MemstackError
+from memstack.keystore import KeyStore
 from memstack.schemas.events import Event, EventKind, validate_event
+from memstack.sealing import seal
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,11 @@ class MemoryClient(EventBuilder):
     """
 
     def __init__(self, tenant: str, agent: str, *, settings: Settings | None = None,
-                 source: str = "memstack-sdk", **producer_overrides: Any) -> None:
+                 source: str = "memstack-sdk", keys: KeyStore | None = None,
+                 **producer_overrides: Any) -> None:
         super().__init__(Defaults(tenant=tenant, agent=agent, source=source))
+        self.keys = keys
+        """When set, payloads are sealed with per-scope data keys (crypto-shredding)."""
         self.events = EventBuilder(self.defaults)
         """Builds events without sending them (``client.emit(client.events.note(...))``)."""
         self.settings = settings or Settings.from_env()
@@ -97,7 +102,9 @@ class MemoryClient(EventBuilder):
             event = validate_event(event)
         topic = (self.settings.forget_topic if event.kind is EventKind.FORGET_REQUESTED
                  else self.settings.events_topic)
-        future = self._producer.send(topic, key=event.key, value=event.to_json())
+        value = event.to_json() if self.keys is None or event.kind is EventKind.FORGET_REQUESTED \
+            else seal(event, self.keys).to_json()
+        future = self._producer.send(topic, key=event.key, value=value)
         return PendingEmit(event.event_id, future)
 
     def emit_many(self, events: list[Event | dict[str, Any]]) -> list[PendingEmit]:

@@ -175,8 +175,8 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class Event(_Frozen):
-    """One immutable event: the envelope around a kind-specific payload."""
+class Envelope(_Frozen):
+    """The fields every record of ``memstack.events`` carries in the clear."""
 
     schema_version: int = SCHEMA_VERSION
     event_id: str
@@ -189,13 +189,14 @@ class Event(_Frozen):
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     provenance: Provenance
-    payload: Payload
 
     @field_validator("schema_version")
     @classmethod
     def _known_version(cls, value: int) -> int:
         if not 1 <= value <= SCHEMA_VERSION:
-            raise ValueError(f"unsupported schema_version {value}; this reader knows 1..{SCHEMA_VERSION}")
+            raise ValueError(
+                f"unsupported schema_version {value}; this reader knows 1..{SCHEMA_VERSION}"
+            )
         return value
 
     @field_validator("event_id")
@@ -209,22 +210,6 @@ class Event(_Frozen):
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
         return None if value is None else utc(value)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _payload_for_kind(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        kind, payload = data.get("kind"), data.get("payload")
-        try:
-            model = PAYLOAD_MODELS[EventKind(kind)]
-        except (ValueError, KeyError):
-            return data  # the field validator reports the unknown kind
-        if isinstance(payload, dict):
-            data = {**data, "payload": model.model_validate(payload)}
-        elif payload is not None and not isinstance(payload, model):
-            raise ValueError(f"payload of kind '{kind}' must be a {model.__name__}")
-        return data
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
@@ -251,6 +236,28 @@ class Event(_Frozen):
     def to_json(self) -> bytes:
         """Canonical wire bytes: fixed field order, no nulls, compact separators."""
         return self.model_dump_json(exclude_none=True).encode()
+
+
+class Event(Envelope):
+    """One immutable event: the envelope around a kind-specific payload."""
+
+    payload: Payload
+
+    @model_validator(mode="before")
+    @classmethod
+    def _payload_for_kind(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        kind, payload = data.get("kind"), data.get("payload")
+        try:
+            model = PAYLOAD_MODELS[EventKind(kind)]
+        except (ValueError, KeyError):
+            return data  # the field validator reports the unknown kind
+        if isinstance(payload, dict):
+            data = {**data, "payload": model.model_validate(payload)}
+        elif payload is not None and not isinstance(payload, model):
+            raise ValueError(f"payload of kind '{kind}' must be a {model.__name__}")
+        return data
 
     def text(self) -> str | None:
         """The text a memory row embeds, or None for kinds without text."""

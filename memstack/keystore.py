@@ -1,0 +1,155 @@
+"""Data keys for crypto-shredding: one key per (tenant, session, subject) scope.
+
+Why that scope: a forget request names an event, a session, a subject, a tenant or a fact
+pattern. Keys per (tenant, session, subject-or-none) let a session forget destroy the keys of
+that session, a subject forget the keys of that subject in every session and a tenant forget
+all of the tenant's keys, without touching anyone else's data. Event and fact-pattern forgets
+are narrower than a key; the forget ledger filters those (see docs/forget.md).
+
+``FileKeyStore`` keeps each key in its own file; destroying overwrites and unlinks it. A real
+KMS plugs in behind the same :class:`KeyStore` protocol.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from memstack.errors import MemstackError
+from memstack.schemas.ids import uuid7
+
+
+class KeyStoreError(MemstackError):
+    """The key store cannot be read or written; check MEMSTACK_HOME's keys/ folder."""
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    tenant: str
+    session: str
+    subject: str | None = None
+
+    def matches(self, tenant: str, session: str | None, subject: str | None) -> bool:
+        """True when this scope falls under a forget of (tenant[, session][, subject])."""
+        return (self.tenant == tenant and (session is None or self.session == session)
+                and (subject is None or self.subject == subject))
+
+
+class KeyStore(Protocol):
+    def current(self, scope: KeyScope) -> tuple[str, bytes]:
+        """The live key of a scope (created on first use): ``(key_id, 32 key bytes)``."""
+        ...
+
+    def get(self, key_id: str) -> bytes | None:
+        """The key, or None once destroyed (or never known)."""
+        ...
+
+    def destroy(self, tenant: str, session: str | None = None,
+                subject: str | None = None) -> list[str]:
+        """Destroy every key under the scope; return their ids."""
+        ...
+
+    def key_ids(self, tenant: str | None = None) -> list[str]: ...
+
+
+class FileKeyStore:
+    """Keys as files under ``root/<tenant-hash>/<key-hash>.key`` (JSON: id, scope, key)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._live: dict[KeyScope, tuple[str, bytes]] = {}
+
+    def current(self, scope: KeyScope) -> tuple[str, bytes]:
+        with self._lock:
+            cached = self._live.get(scope)
+            if cached is not None and self._path(cached[0], scope.tenant).exists():
+                return cached
+            for key_id, found_scope, key in self._scan(scope.tenant):
+                if found_scope == scope:
+                    self._live[scope] = (key_id, key)
+                    return key_id, key
+            created = self._create(scope)
+            self._live[scope] = created
+            return created
+
+    def get(self, key_id: str) -> bytes | None:
+        tenant = key_id.split("/", 1)[0]
+        path = self._path(key_id, tenant)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise KeyStoreError(f"unreadable key file {path}: {exc}") from exc
+        return base64.b64decode(data["key"])
+
+    def destroy(self, tenant: str, session: str | None = None,
+                subject: str | None = None) -> list[str]:
+        destroyed = []
+        with self._lock:
+            for key_id, scope, _ in list(self._scan(tenant)):
+                if scope.matches(tenant, session, subject):
+                    _shred(self._path(key_id, tenant))
+                    destroyed.append(key_id)
+            self._live = {s: v for s, v in self._live.items() if v[0] not in destroyed}
+        return destroyed
+
+    def key_ids(self, tenant: str | None = None) -> list[str]:
+        tenants = [tenant] if tenant else [p.name for p in self.root.iterdir() if p.is_dir()]
+        ids: list[str] = []
+        for t in tenants:
+            ids += [k for k, _, _ in self._scan(t, hashed=tenant is None)]
+        return sorted(ids)
+
+    def _create(self, scope: KeyScope) -> tuple[str, bytes]:
+        key_id = f"{scope.tenant}/{scope.session}/{scope.subject or '-'}#{uuid7().hex[:16]}"
+        key = os.urandom(32)
+        path = self._path(key_id, scope.tenant)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = {"key_id": key_id, "tenant": scope.tenant, "session": scope.session,
+                "subject": scope.subject, "key": base64.b64encode(key).decode()}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, path)
+        return key_id, key
+
+    def _scan(self, tenant: str, *, hashed: bool = False) -> Iterator[tuple[str, KeyScope, bytes]]:
+        folder = self.root / (tenant if hashed else _h(tenant))
+        if not folder.is_dir():
+            return
+        for path in sorted(folder.glob("*.key")):
+            try:
+                d = json.loads(path.read_text())
+            except (FileNotFoundError, ValueError):
+                continue  # destroyed or being written right now
+            yield (d["key_id"], KeyScope(d["tenant"], d["session"], d["subject"]),
+                   base64.b64decode(d["key"]))
+
+    def _path(self, key_id: str, tenant: str) -> Path:
+        return self.root / _h(tenant) / f"{_h(key_id)}.key"
+
+
+def _h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _shred(path: Path) -> None:
+    """Overwrite a key file with zeros, flush it to disk, then unlink it."""
+    try:
+        size = path.stat().st_size
+        with path.open("r+b") as fh:
+            fh.write(b"\0" * size)
+            fh.flush()
+            os.fsync(fh.fileno())
+        path.unlink()
+    except FileNotFoundError:
+        return

@@ -1,0 +1,63 @@
+"""Crypto-shredding: sealed payloads open with their key and never without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memstack.builders import Defaults, EventBuilder
+from memstack.keystore import FileKeyStore, KeyScope
+from memstack.schemas.errors import InvalidEventError
+from memstack.sealing import Shredded, open_record, seal
+
+B = EventBuilder(Defaults("acme", "bot"))
+
+
+def test_sealed_round_trip_hides_the_payload(tmp_path: Path) -> None:
+    keys = FileKeyStore(tmp_path)
+    event = B.message("s1", "user", "my PIN is 4711", subject="user:ana")
+    raw = seal(event, keys).to_json()
+    assert b"4711" not in raw
+    assert json.loads(raw)["session"] == "s1"  # the envelope stays readable for routing
+    assert open_record(raw, keys) == event
+
+
+def test_destroying_a_scope_shreds_only_that_scope(tmp_path: Path) -> None:
+    keys = FileKeyStore(tmp_path)
+    ana = seal(B.note("s1", "ana note", subject="user:ana"), keys).to_json()
+    bob = seal(B.note("s1", "bob note", subject="user:bob"), keys).to_json()
+    other_session = seal(B.note("s2", "ana elsewhere", subject="user:ana"), keys).to_json()
+    destroyed = keys.destroy("acme", session="s1", subject="user:ana")
+    assert len(destroyed) == 1
+    assert isinstance(open_record(ana, keys), Shredded)
+    assert not isinstance(open_record(bob, keys), Shredded)
+    assert not isinstance(open_record(other_session, keys), Shredded)
+    assert len(keys.destroy("acme", subject="user:ana")) == 1  # the s2 key
+    assert isinstance(open_record(other_session, keys), Shredded)
+
+
+def test_destroyed_key_leaves_no_file_and_a_new_key_follows(tmp_path: Path) -> None:
+    keys = FileKeyStore(tmp_path)
+    scope = KeyScope("acme", "s1", None)
+    first, _ = keys.current(scope)
+    keys.destroy("acme")
+    assert list(tmp_path.rglob("*.key")) == []
+    assert keys.get(first) is None
+    second, _ = keys.current(scope)
+    assert second != first
+
+
+def test_moved_ciphertext_does_not_authenticate(tmp_path: Path) -> None:
+    keys = FileKeyStore(tmp_path)
+    raw = json.loads(seal(B.note("s1", "x"), keys).to_json())
+    raw["agent"] = "mallory"  # the envelope is bound to the ciphertext as associated data
+    with pytest.raises(InvalidEventError, match="does not authenticate"):
+        open_record(json.dumps(raw).encode(), keys)
+
+
+def test_sealed_without_key_store_is_a_clear_error(tmp_path: Path) -> None:
+    raw = seal(B.note("s1", "x"), FileKeyStore(tmp_path)).to_json()
+    with pytest.raises(InvalidEventError, match="no key store"):
+        open_record(raw, None)
