@@ -67,6 +67,15 @@ class Settings:
         return f"{self.topic_prefix}.dlq"
 
     @property
+    def keys_topic(self) -> str:
+        return f"{self.topic_prefix}.keys"
+
+    @property
+    def keys_dir(self) -> Path:
+        """The file key store of crypto-shredding (one key per tenant/session/subject)."""
+        return self.home / "keys"
+
+    @property
     def kafka_dir(self) -> Path:
         return self.home / "kafka"
 

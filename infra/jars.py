@@ -1,0 +1,101 @@
+"""Apache Kafka's jars, resolved by Maven from ``infra/kafka/pom.xml`` into ``infra/kafka/lib``.
+
+Resolution runs once: a stamp file in ``lib/`` holds the pom's SHA-256, and a matching stamp
+means ``lib/`` is complete (the stamp is written last). Concurrent callers serialise on a file lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from memstack.infra.errors import JarResolutionError, JavaNotFoundError
+
+log = logging.getLogger(__name__)
+
+KAFKA_DIR = Path(__file__).resolve().parent / "kafka"
+"""``infra/kafka``: the pom, the log4j2 configurations and (after resolution) ``lib/``."""
+
+STAMP_NAME = ".resolved"
+_MVN_TIMEOUT_S = 600
+
+
+def pom_hash(kafka_dir: Path = KAFKA_DIR) -> str:
+    return hashlib.sha256((kafka_dir / "pom.xml").read_bytes()).hexdigest()
+
+
+def is_resolved(kafka_dir: Path = KAFKA_DIR) -> bool:
+    """True when ``lib/`` was filled from the current pom (its stamp matches the pom's hash)."""
+    stamp = kafka_dir / "lib" / STAMP_NAME
+    return stamp.is_file() and stamp.read_text().strip() == pom_hash(kafka_dir)
+
+
+def resolve_jars(kafka_dir: Path = KAFKA_DIR, *, force: bool = False) -> Path:
+    """Fill ``kafka_dir/lib`` with Kafka's runtime classpath; return that folder.
+
+    Skips Maven when the stamp matches the pom (a few milliseconds). Needs ``mvn`` and Maven
+    Central the first time only.
+    """
+    lib = kafka_dir / "lib"
+    if not force and is_resolved(kafka_dir):
+        return lib
+    lib.mkdir(parents=True, exist_ok=True)
+    with (lib / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and is_resolved(kafka_dir):  # another process resolved while we waited
+            return lib
+        _run_maven(kafka_dir, lib)
+        (lib / STAMP_NAME).write_text(pom_hash(kafka_dir) + "\n")
+    return lib
+
+
+def _run_maven(kafka_dir: Path, lib: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarResolutionError(
+            "Maven (mvn) is not on PATH; it resolves Kafka's jars once. "
+            "Install it with `apt-get install -y maven`."
+        )
+    for old in lib.glob("*.jar"):  # a changed pom must not leave old versions on the classpath
+        old.unlink()
+    cmd = [mvn, "-q", "-B", "-f", str(kafka_dir / "pom.xml"), "dependency:copy-dependencies",
+           f"-DoutputDirectory={lib}"]
+    log.info("resolving Kafka jars with Maven into %s", lib)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_MVN_TIMEOUT_S,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise JarResolutionError(
+            f"Maven did not finish within {_MVN_TIMEOUT_S} s; check access to Maven Central "
+            f"and rerun `{' '.join(cmd)}`"
+        ) from exc
+    if done.returncode != 0 or not any(lib.glob("kafka_2.13-*.jar")):
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
+        raise JarResolutionError(
+            f"Maven failed to resolve Kafka's jars (exit {done.returncode}); rerun "
+            f"`{' '.join(cmd)}` to see why. Output tail:\n{tail}"
+        )
+    log.info("resolved %d jars in %.1f s", len(list(lib.glob("*.jar"))),
+             time.monotonic() - started)
+
+
+def classpath(lib: Path) -> str:
+    """The JVM classpath for every jar in ``lib`` (a Java wildcard entry)."""
+    return str(lib / "*")
+
+
+def java_executable() -> str:
+    """``java`` from PATH, or a :class:`JavaNotFoundError` that says how to install it."""
+    java = shutil.which("java")
+    if java is None:
+        raise JavaNotFoundError(
+            "`java` is not on PATH; the Kafka broker and its tools need Java 17. "
+            "Install it with `apt-get install -y openjdk-17-jre-headless`."
+        )
+    return java

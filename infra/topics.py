@@ -1,0 +1,177 @@
+"""memstack's topics, created idempotently with explicit configs (see docs/kafka.md).
+
+``ensure_topics`` creates what is missing and checks what exists: a topic whose partition count
+or configs differ from its spec raises :class:`TopicConfigMismatchError`; nothing is altered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+from memstack.infra.errors import TopicConfigMismatchError, TopicError
+from memstack.infra.net import admin_client
+
+log = logging.getLogger(__name__)
+
+_TOPIC_ALREADY_EXISTS = 36
+
+# The log keeps everything forever; time comes from the broker (transaction time).
+_FOREVER: Mapping[str, str] = {
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "LogAppendTime",
+}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic memstack owns: its name, partition count and the configs it must have."""
+
+    name: str
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict, hash=False)
+    purpose: str = ""
+    replication_factor: int = 1
+
+
+@dataclass(frozen=True)
+class TopicsResult:
+    created: tuple[str, ...]
+    existing: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A topic as the broker describes it; ``partitions`` is 0 when it does not exist."""
+
+    name: str
+    exists: bool
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+def topic_specs(prefix: str, partitions: int = 3) -> list[TopicSpec]:
+    """The four topics of one memstack deployment, in a fixed order."""
+    if partitions < 1:
+        raise TopicError(f"partitions={partitions} must be >= 1 (MEMSTACK_PARTITIONS)")
+    return [
+        TopicSpec(f"{prefix}.events", partitions, MappingProxyType(dict(_FOREVER)),
+                  "the immutable event log: the source of truth"),
+        TopicSpec(f"{prefix}.forget", partitions, MappingProxyType(dict(_FOREVER)),
+                  "forget requests: a ledger that is never deleted"),
+        TopicSpec(f"{prefix}.dlq", partitions,
+                  MappingProxyType({"retention.ms": "-1", "retention.bytes": "-1",
+                                    "cleanup.policy": "delete"}),
+                  "dead letters with their reasons: bad input is kept"),
+        TopicSpec(f"{prefix}.keys", 1,
+                  MappingProxyType({"cleanup.policy": "compact",
+                                    "min.cleanable.dirty.ratio": "0.01",
+                                    "segment.ms": "60000",
+                                    "delete.retention.ms": "1000"}),
+                  "per-subject keys for crypto-shredding: compacted, tombstones go fast"),
+    ]
+
+
+def ensure_topics(bootstrap: str, prefix: str, partitions: int = 3,
+                  *, timeout_s: float = 30.0) -> list[str]:
+    """Create memstack's topics under ``prefix`` unless they exist; return all their names."""
+    specs = topic_specs(prefix, partitions)
+    apply_topic_specs(bootstrap, specs, timeout_s=timeout_s)
+    return [s.name for s in specs]
+
+
+def apply_topic_specs(bootstrap: str, specs: Sequence[TopicSpec],
+                      *, timeout_s: float = 30.0) -> TopicsResult:
+    """Create the missing topics of ``specs`` and verify the existing ones against their spec."""
+    with admin_client(bootstrap, timeout_s) as client:
+        new = [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
+               for s in specs]
+        response = client.create_topics(new, timeout_ms=int(timeout_s * 1000),
+                                         raise_errors=False, wait_for_metadata=True)
+        created, existing = _sort_outcomes(response)
+        if existing:
+            _verify(client, [s for s in specs if s.name in existing])
+    if created:
+        log.info("created topics %s at %s", ", ".join(created), bootstrap)
+    return TopicsResult(tuple(created), tuple(existing))
+
+
+def _sort_outcomes(response: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    created: list[str] = []
+    existing: list[str] = []
+    failures: list[str] = []
+    for topic in response.get("topics", []):
+        code = topic.get("error_code", 0)
+        if code == 0:
+            created.append(topic["name"])
+        elif code == _TOPIC_ALREADY_EXISTS:
+            existing.append(topic["name"])
+        else:
+            failures.append(f"{topic['name']}: error {code} {topic.get('error_message') or ''}")
+    if failures:
+        raise TopicError("the broker refused to create topics: " + "; ".join(failures))
+    return created, existing
+
+
+def _verify(client: KafkaAdminClient, specs: Sequence[TopicSpec]) -> None:
+    counts = _partition_counts(client, [s.name for s in specs])
+    problems: list[str] = []
+    for spec in specs:
+        actual = _read_configs(client, spec.name, list(spec.configs))
+        if counts.get(spec.name) != spec.partitions:
+            problems.append(f"{spec.name}: partitions is {counts.get(spec.name)}, "
+                            f"memstack expects {spec.partitions}")
+        for key, want in spec.configs.items():
+            if actual.get(key) != want:
+                problems.append(f"{spec.name}: {key} is {actual.get(key)!r}, "
+                                f"memstack expects {want!r}")
+    if problems:
+        raise TopicConfigMismatchError(
+            "existing topics differ from memstack's topic specs (memstack does not alter them):\n"
+            + "\n".join(f"  - {p}" for p in problems)
+            + "\nUse another MEMSTACK_TOPIC_PREFIX, set MEMSTACK_PARTITIONS to match, or fix "
+            "the topic yourself (kafka-configs --alter, or delete and recreate it)."
+        )
+
+
+def _partition_counts(client: KafkaAdminClient, names: Sequence[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for topic in client.describe_topics(list(names)):
+        if topic.get("error_code", 0) == 0:
+            counts[topic["name"]] = len(topic.get("partitions") or [])
+    return counts
+
+
+def _read_configs(client: KafkaAdminClient, name: str, keys: Sequence[str] | None = None,
+                  config_filter: str = "all") -> dict[str, str]:
+    """Values of ``keys`` (all keys when None) of topic ``name``, as the broker applies them."""
+    wanted = None if keys is None else dict.fromkeys(keys)
+    resource = ConfigResource(ConfigResourceType.TOPIC, name, configs=wanted)
+    response = client.describe_configs([resource], config_filter=config_filter)
+    entries = response.get("topic", {}).get(name, {})
+    return {key: str(entry.get("value")) for key, entry in entries.items()}
+
+
+def describe_topics(bootstrap: str, names: Sequence[str], *, timeout_s: float = 10.0,
+                    all_configs: bool = False) -> list[TopicInfo]:
+    """Describe ``names``: existence, partition count and configs (those set on the topic,
+    or every effective config with ``all_configs``)."""
+    with admin_client(bootstrap, timeout_s) as client:
+        config_filter = "all" if all_configs else "modified"
+        present = set(client.list_topics())
+        counts = _partition_counts(client, [n for n in names if n in present])
+        infos = []
+        for name in names:
+            if name not in present:
+                infos.append(TopicInfo(name, False, 0))
+                continue
+            configs = _read_configs(client, name, None, config_filter)
+            infos.append(TopicInfo(name, True, counts.get(name, 0), MappingProxyType(configs)))
+    return infos

@@ -1,0 +1,81 @@
+"""Shared fixtures: one real Kafka broker per test session, unique topics per test.
+
+- ``kafka`` (session): starts one local broker on a free loopback port pair with a temporary data
+  dir, or uses the broker at ``MEMSTACK_TEST_BOOTSTRAP`` when that is set; yields an object with
+  ``.bootstrap``. The broker is stopped at the end of the session.
+- ``topics`` (function): a unique topic prefix with memstack's topics created on that broker;
+  returns a :class:`memstack.settings.Settings` pointing at it, with ``home`` a temporary dir.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
+from memstack.infra.net import admin_client, free_port_pair
+from memstack.infra.topics import ensure_topics
+from memstack.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TEST_PARTITIONS = 3
+
+
+@dataclass(frozen=True)
+class KafkaUnderTest:
+    """The session's broker: ``bootstrap`` always; ``broker`` when this session started it."""
+
+    bootstrap: str
+    broker: KafkaBroker | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap.rsplit(":", 1)[1])
+
+    @property
+    def controller_port(self) -> int:
+        return self.broker.controller_port if self.broker else self.port + 1
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaUnderTest]:
+    external = os.environ.get("MEMSTACK_TEST_BOOTSTRAP")
+    if external:
+        yield KafkaUnderTest(external)
+        return
+    port, controller_port = free_port_pair()
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), port, controller_port,
+                         jvm_options=FAST_START_JVM_OPTIONS)
+    broker.start(timeout_s=120)
+    try:
+        yield KafkaUnderTest(broker.bootstrap, broker)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def topics(kafka: KafkaUnderTest, request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:40].strip("-")
+    prefix = f"t-{name}-{uuid.uuid4().hex[:8]}"
+    names = ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
+    yield Settings(home=tmp_path_factory.mktemp("home"), kafka_port=kafka.port,
+                   controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
+                   topic_prefix=prefix, partitions=TEST_PARTITIONS)
+    _delete_topics(kafka.bootstrap, names)
+
+
+def _delete_topics(bootstrap: str, names: list[str]) -> None:
+    """Best effort: a long session on a shared broker should not pile up topics."""
+    try:
+        with admin_client(bootstrap) as client:
+            client.delete_topics(names, raise_errors=False)
+    except Exception as exc:  # cleanup must not turn a passing test into an error
+        log.warning("could not delete test topics %s: %s", names, exc)
