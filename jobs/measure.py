@@ -42,7 +42,8 @@ class Result:
 
 
 def _round(value: float) -> float:
-    return round(float(value), 6)
+    """Six significant digits: keeps 8.85e-17 as such instead of rounding it to 0."""
+    return float(f"{float(value):.6g}")
 
 
 class Report:

@@ -1,0 +1,127 @@
+"""Snapshot and restore of a :class:`SessionState` as compact, versioned bytes.
+
+Layout (little-endian)::
+
+    b"MSST" | u16 format version | u32 header length | header (UTF-8 JSON)
+    | per head: upper triangle of H_kk, H_kv, s_k, s_v, W   (accumulator dtype)
+    | item heads (u8 × n) | item values (float32 × n × dim)
+
+The header holds the config, the reference and last times and the item ids. The lower triangle
+of ``H_kk`` and the duplicate ``s_k`` column are not stored: they are rebuilt from the rest, so
+a round trip is bit-exact in the canonical form that reads use
+(:func:`~memstack.operators.session_state.canonical`). The bytes are the changelog value of a
+durable table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import asdict
+
+import numpy as np
+import torch
+
+from memstack.errors import MemstackError
+from memstack.operators.session_state import VALUE_DTYPE, SessionState, StateConfig
+from memstack.operators.state_keys import N_HEADS
+
+MAGIC = b"MSST"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<4sHI")
+
+
+class SnapshotFormatError(MemstackError):
+    """Bytes are not a session-state snapshot this code can read.
+
+    A newer format needs a newer memstack; a corrupt value means the state must be rebuilt by
+    replaying the session's events (``memstack replay``).
+    """
+
+
+def matrix_bytes(config: StateConfig) -> int:
+    """Bytes of the fixed-size part of a snapshot (the sums, all heads)."""
+    d = config.dim
+    per_head = d * (d + 1) // 2 + d * d + 2 * d + 1
+    return N_HEADS * per_head * config.torch_dtype.itemsize
+
+
+def snapshot(state: SessionState) -> bytes:
+    """Serialise ``state``; :func:`restore` gives back an equal state."""
+    d = state.config.dim
+    header = {
+        "config": asdict(state.config),
+        "ref_time": state.ref_time,
+        "last_time": state.last_time if math.isfinite(state.last_time) else None,
+        "ids": list(state.item_ids),
+    }
+    head_bytes = json.dumps(header, separators=(",", ":")).encode()
+    rows, cols = torch.triu_indices(d, d)
+    parts = []
+    for m in state.sums:
+        parts += [m[rows, cols], m[:d, d:2 * d].reshape(-1), m[d, :].reshape(-1)]
+    sums = torch.cat(parts).numpy().tobytes()
+    heads = state.item_heads.to(torch.uint8).numpy().tobytes()
+    values = state.values.numpy().astype("<f4").tobytes()
+    return _PREFIX.pack(MAGIC, FORMAT_VERSION, len(head_bytes)) + head_bytes + sums + heads + values
+
+
+def restore(data: bytes) -> SessionState:
+    """Rebuild a state from :func:`snapshot` bytes; raises :class:`SnapshotFormatError`."""
+    if len(data) < _PREFIX.size:
+        raise SnapshotFormatError("snapshot too short; rebuild the state by replaying its session")
+    magic, version, head_len = _PREFIX.unpack_from(data)
+    if magic != MAGIC:
+        raise SnapshotFormatError("not a session-state snapshot (bad magic)")
+    if version > FORMAT_VERSION:
+        raise SnapshotFormatError(f"snapshot format {version} is newer than {FORMAT_VERSION}; "
+                                  "upgrade memstack to read it")
+    start = _PREFIX.size
+    try:
+        header = json.loads(data[start:start + head_len])
+        config = StateConfig(**header["config"])
+        return _decode(config, header, memoryview(data)[start + head_len:])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotFormatError(f"corrupt snapshot ({exc}); rebuild it by replay") from exc
+
+
+def _decode(config: StateConfig, header: dict[str, object], body: memoryview) -> SessionState:
+    d, dtype = config.dim, config.torch_dtype
+    ids = tuple(str(i) for i in header["ids"])  # type: ignore[attr-defined]  # a JSON list
+    n_sums = matrix_bytes(config) // dtype.itemsize
+    np_dtype = np.dtype("<f8" if config.dtype == "float64" else "<f4")
+    flat = torch.from_numpy(np.frombuffer(body, np_dtype, count=n_sums).copy())
+    offset = n_sums * dtype.itemsize
+    heads = torch.from_numpy(np.frombuffer(body, np.uint8, len(ids), offset).astype(np.int64))
+    offset += len(ids)
+    values = np.frombuffer(body, "<f4", len(ids) * d, offset).reshape(len(ids), d)
+    if offset + values.nbytes != len(body):
+        raise ValueError("trailing or missing bytes")
+    last = header["last_time"]
+    return SessionState(
+        config=config,
+        sums=_unpack_sums(flat, d),
+        ref_time=float(header["ref_time"]),  # type: ignore[arg-type]  # a JSON number
+        last_time=-math.inf if last is None else float(last),  # type: ignore[arg-type]
+        item_ids=ids,
+        item_heads=heads,
+        values=torch.from_numpy(values.copy()).to(VALUE_DTYPE),
+    )
+
+
+def _unpack_sums(flat: torch.Tensor, d: int) -> torch.Tensor:
+    rows, cols = torch.triu_indices(d, d)
+    tri = d * (d + 1) // 2
+    per_head = tri + d * d + 2 * d + 1
+    sums = flat.new_zeros(N_HEADS, d + 1, 2 * d + 1)
+    for h in range(N_HEADS):
+        chunk = flat[h * per_head:(h + 1) * per_head]
+        h_kk = flat.new_zeros(d, d)
+        h_kk[rows, cols] = chunk[:tri]
+        h_kk[cols, rows] = chunk[:tri]
+        sums[h, :d, :d] = h_kk
+        sums[h, :d, d:2 * d] = chunk[tri:tri + d * d].reshape(d, d)
+        sums[h, d, :] = chunk[tri + d * d:]
+        sums[h, :d, 2 * d] = sums[h, d, :d]
+    return sums
