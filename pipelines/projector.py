@@ -1,0 +1,136 @@
+"""``StoreProjector``: log records in, DuckDB and LanceDB writes out, exactly-once in effect.
+
+``prepare`` parses, drops what the stores already hold (offsets below the applied ones), runs
+the pure :class:`IndexOperator` (fact keys seeded from the stored entries, cached in memory)
+and computes the next offsets. ``commit`` embeds the memory texts in one batch and writes
+LanceDB first (merge by id), then the DuckDB transaction with the offsets: a crash in between
+re-reads the batch, and the Lance merge is a no-op the second time. See docs/stores.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from memstack.operators.index import FACT_KINDS, IndexOperator
+from memstack.operators.log import LoggedEvent
+from memstack.operators.mutations import FactEntry, MemoryRow, PutMemory
+from memstack.operators.relations import RelationRegistry
+from memstack.operators.timeline import FactKey
+from memstack.pipelines.contracts import DeadLetter, Plan
+from memstack.pipelines.embedding import Encoder
+from memstack.pipelines.log_reader import LogRecord
+from memstack.pipelines.stores.bundle import Stores
+from memstack.schemas.errors import InvalidEventError
+from memstack.schemas.events import Event, FactAssertedPayload, FactRetractedPayload, parse_event
+
+log = logging.getLogger(__name__)
+
+MAX_CACHED_KEYS = 100_000
+"""Fact keys kept in memory; the least recently used are evicted and re-read when needed."""
+
+
+def fact_key(event: Event) -> FactKey | None:
+    payload = event.payload
+    if isinstance(payload, FactAssertedPayload | FactRetractedPayload) and event.subject:
+        return FactKey(event.tenant, event.subject, payload.relation)
+    return None
+
+
+class StoreProjector:
+    """The :class:`~memstack.pipelines.contracts.Projector` over a :class:`Stores` bundle."""
+
+    def __init__(self, stores: Stores, encoder: Encoder, topic: str,
+                 registry: RelationRegistry | None = None, *,
+                 max_cached_keys: int = MAX_CACHED_KEYS, maintain_indexes: bool = True) -> None:
+        if encoder.dim != stores.vectors.dim:
+            raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-dim vectors, the "
+                             f"vector index holds {stores.vectors.dim}; use a matching encoder")
+        self.stores = stores
+        self.encoder = encoder
+        self.topic = topic
+        self._registry = registry or RelationRegistry()
+        self._max_keys = max_cached_keys
+        self._maintain = maintain_indexes
+        self._applied = stores.events.applied_offsets(topic)
+        self._reset_operator()
+
+    def _reset_operator(self) -> None:
+        self._index = IndexOperator(self._registry, loader=self._load_key)
+        self._cached: OrderedDict[FactKey, None] = OrderedDict()
+        self._prefetched: dict[FactKey, list[FactEntry]] = {}
+
+    def applied_offsets(self) -> dict[int, int]:
+        return dict(self._applied)
+
+    def prepare(self, records: list[LogRecord]) -> Plan:
+        events: list[LoggedEvent] = []
+        dead: list[DeadLetter] = []
+        next_offsets: dict[int, int] = {}
+        seen: set[tuple[int, int]] = set()
+        for record in records:
+            pos = record.position
+            if pos.offset < self._applied.get(pos.partition, 0) or (
+                (pos.partition, pos.offset) in seen
+            ):
+                continue
+            seen.add((pos.partition, pos.offset))
+            next_offsets[pos.partition] = max(next_offsets.get(pos.partition, 0), pos.offset + 1)
+            try:
+                event = parse_event(record.value if record.value is not None else b"null")
+            except InvalidEventError as exc:
+                dead.append(DeadLetter(record.topic, pos.partition, pos.offset, record.key,
+                                       record.value, exc.rule, exc.field))
+                continue
+            events.append(LoggedEvent(event, pos))
+        self._prefetch(events)
+        mutations = self._index.apply_batch(events)
+        log.debug("prepared %d records: %d events, %d dead, %d mutations", len(records),
+                  len(events), len(dead), len(mutations))
+        return Plan(events, mutations, dead, next_offsets)
+
+    def commit(self, plan: Plan) -> None:
+        """Lance first (idempotent merge), then DuckDB rows and offsets in one transaction."""
+        try:
+            memories = [m.row for m in plan.mutations if isinstance(m, PutMemory)]
+            if memories:
+                self._merge_memories(memories)
+            if plan.mutations or plan.next_offsets:
+                self.stores.events.apply(plan.mutations, plan.next_offsets, topic=self.topic)
+        except BaseException:
+            # The operator state ran ahead of the stores: forget it, re-seed from the stores.
+            self._reset_operator()
+            raise
+        for partition, offset in plan.next_offsets.items():
+            self._applied[partition] = max(self._applied.get(partition, 0), offset)
+
+    def _merge_memories(self, rows: list[MemoryRow]) -> None:
+        vectors = self.encoder.encode([r.text for r in rows])
+        self.stores.vectors.merge(rows, vectors, maintain=self._maintain)
+
+    def close(self) -> None:
+        """Releases nothing: the caller owns the stores (and closes them)."""
+
+    # -- fact key cache ------------------------------------------------------------------
+
+    def _prefetch(self, events: Iterable[LoggedEvent]) -> None:
+        """Read the stored entries of every uncached key of the batch in one query."""
+        keys = {k for e in events if e.event.kind in FACT_KINDS
+                if (k := fact_key(e.event)) is not None}
+        for key in keys & self._cached.keys():
+            self._cached.move_to_end(key)
+        missing = keys - self._cached.keys()
+        if missing:
+            self._prefetched = self.stores.events.fact_entries(missing)
+        for key in missing:
+            self._cached[key] = None
+        while len(self._cached) > self._max_keys:
+            old, _ = self._cached.popitem(last=False)
+            self._index.facts.evict(old)
+
+    def _load_key(self, key: FactKey) -> list[FactEntry]:
+        entries = self._prefetched.pop(key, None)
+        if entries is None:
+            entries = self.stores.events.fact_entries([key])[key]
+        return entries

@@ -1,0 +1,149 @@
+"""The store interfaces: :class:`EventIndex` (relational) and :class:`VectorIndex` (vectors).
+
+Implementations are named for their backend (``DuckDBEventIndex``, ``LanceVectorIndex``) and
+run one shared contract suite (``tests/pipelines/``). Both are projections of the log: every
+write is keyed, so applying a batch twice leaves them as applying it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from memstack.operators.log import LogPosition
+from memstack.operators.mutations import FactEntry, FactVersion, MemoryRow, Mutation, RecordRow
+from memstack.operators.timeline import FactKey
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What one :meth:`EventIndex.apply` wrote (row counts after deduplication by key)."""
+
+    records: int
+    fact_entries: int
+    fact_versions: int
+    deleted: int
+    offsets: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What one :meth:`VectorIndex.merge` wrote: the table version and the row counts."""
+
+    version: int
+    inserted: int
+    updated: int
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    """A search result: the memory row and its score (distance for vectors, BM25 for text)."""
+
+    row: MemoryRow
+    score: float
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """What one index maintenance pass did."""
+
+    rows: int
+    optimized: bool = False
+    built: tuple[str, ...] = ()
+
+
+class EventIndex(Protocol):
+    """Records, fact entries, fact versions and the applied offsets, in one transactional store."""
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def apply(
+        self, mutations: Sequence[Mutation], next_offsets: Mapping[int, int], *, topic: str
+    ) -> ApplyResult:
+        """Write the mutations and the offsets in one transaction (``PutMemory`` is skipped)."""
+        ...
+
+    def applied_offsets(self, topic: str) -> dict[int, int]: ...
+
+    def record(self, event_id: str) -> RecordRow | None: ...
+
+    def records(
+        self, tenant: str, *, session: str | None = None, since: datetime | None = None,
+        until: datetime | None = None, limit: int | None = None,
+    ) -> list[RecordRow]:
+        """Records of a tenant (and session) with ``since <= tt < until``, in log order."""
+        ...
+
+    def fact_entries(self, keys: Iterable[FactKey]) -> dict[FactKey, list[FactEntry]]:
+        """The stored timeline inputs of each key (every key present, maybe empty)."""
+        ...
+
+    def facts_as_of(
+        self, tenant: str, *, subject: str | None = None, relation: str | None = None,
+        vt: datetime | None = None, tt: datetime | LogPosition | None = None,
+    ) -> list[FactVersion]:
+        """Versions with ``vt_from <= vt < vt_to`` and ``tt_from <= tt < tt_to`` (default now)."""
+        ...
+
+    def fact_history(
+        self, tenant: str, subject: str, relation: str | None = None
+    ) -> list[FactVersion]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def content_hashes(self) -> dict[str, str]: ...
+
+    def content_hash(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class VectorIndex(Protocol):
+    """Memory rows with embeddings, searchable by vector and by full text, always per tenant."""
+
+    @property
+    def read_only(self) -> bool: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def merge(self, rows: Sequence[MemoryRow], vectors: Vectors) -> MergeResult:
+        """Insert or update by ``memory_id`` (idempotent); ``vectors[i]`` embeds ``rows[i]``."""
+        ...
+
+    def delete(self, memory_ids: Iterable[str]) -> int: ...
+
+    def get(self, memory_ids: Iterable[str]) -> list[MemoryRow]: ...
+
+    def count(self) -> int: ...
+
+    def search_vector(
+        self, vector: Vectors, *, tenant: str, k: int = 10, where: str | None = None
+    ) -> list[MemoryHit]: ...
+
+    def search_text(
+        self, query: str, *, tenant: str, k: int = 10, where: str | None = None
+    ) -> list[MemoryHit]: ...
+
+    def maintain(self, *, force: bool = False) -> Maintenance: ...
+
+    def content_hashes(self) -> dict[str, str]: ...
+
+    def content_hash(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+def directory_of(path: Path) -> Path:
+    """``path`` as a directory that exists (created if missing)."""
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,302 @@
+"""``DuckDBEventIndex``: records, fact entries, fact versions and applied offsets in DuckDB.
+
+One writer per file (DuckDB locks it per process). Inside the writer process, reads run on
+their own cursors (MVCC snapshots) while batches commit; other processes open a published
+snapshot read-only (:meth:`DuckDBEventIndex.publish_snapshot`). See docs/stores.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from memstack.operators.log import LogPosition
+from memstack.operators.mutations import (
+    DeleteFactEntry,
+    DeleteFactVersion,
+    FactEntry,
+    FactVersion,
+    Mutation,
+    PutFactEntry,
+    PutFactVersion,
+    PutRecord,
+    RecordRow,
+)
+from memstack.operators.timeline import FactKey
+from memstack.pipelines.stores import arrow
+from memstack.pipelines.stores.base import ApplyResult
+from memstack.pipelines.stores.duckdb_schema import check_tables, create_tables, q, translated
+from memstack.pipelines.stores.errors import StoreNotFoundError, StoreReadOnlyError
+from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
+
+log = logging.getLogger(__name__)
+
+_VERSION_COLS = ", ".join(q(n) for n in EVENT_TABLES["fact_versions"].names)
+
+
+class _Batch:
+    """Mutations reduced to their final effect per key (the last mutation of a key wins).
+
+    Records are immutable: the first record of an event id wins, as with the memory rows.
+    """
+
+    def __init__(self, mutations: Sequence[Mutation]) -> None:
+        self.records: dict[str, RecordRow] = {}
+        self.entries: dict[str, FactEntry | None] = {}
+        self.versions: dict[str, FactVersion | None] = {}
+        for m in mutations:
+            if isinstance(m, PutRecord):
+                self.records.setdefault(m.row.event_id, m.row)
+            elif isinstance(m, PutFactEntry):
+                self.entries[m.entry.event_id] = m.entry
+            elif isinstance(m, DeleteFactEntry):
+                self.entries[m.event_id] = None
+            elif isinstance(m, PutFactVersion):
+                self.versions[m.row.version_id] = m.row
+            elif isinstance(m, DeleteFactVersion):
+                self.versions[m.version_id] = None
+            # PutMemory belongs to the vector index
+
+    def puts(self) -> tuple[list[FactEntry], list[FactVersion]]:
+        return ([e for e in self.entries.values() if e is not None],
+                [v for v in self.versions.values() if v is not None])
+
+    def deletes(self) -> tuple[list[str], list[str]]:
+        return ([k for k, e in self.entries.items() if e is None],
+                [k for k, v in self.versions.items() if v is None])
+
+
+class DuckDBEventIndex:
+    """The relational index in one DuckDB file (``memstack.duckdb``)."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self._path = Path(path)
+        self._read_only = read_only
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        if read_only and not self._path.exists():
+            raise StoreNotFoundError(f"no DuckDB index at {self._path}; run the pipeline first")
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        with translated("open", str(self._path)):
+            self._con = duckdb.connect(str(self._path), read_only=read_only)
+            self._con.execute("SET TimeZone = 'UTC'")
+            if not read_only:
+                create_tables(self._con)
+            check_tables(self._con, str(self._path))
+        log.info("opened DuckDB index %s (read_only=%s)", self._path, read_only)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    # -- writes --------------------------------------------------------------------------
+
+    def apply(
+        self, mutations: Sequence[Mutation], next_offsets: Mapping[int, int], *, topic: str
+    ) -> ApplyResult:
+        """Write rows and offsets in one transaction; offsets only ever move forward."""
+        self._writable("apply")
+        batch = _Batch(mutations)
+        entries, versions = batch.puts()
+        gone_entries, gone_versions = batch.deletes()
+        offsets = pa.table({
+            "topic": [topic] * len(next_offsets),
+            "partition": list(next_offsets.keys()),
+            "next_offset": list(next_offsets.values()),
+        }, schema=OFFSETS)
+        with self._lock, translated("apply", str(self._path)):
+            con = self._con
+            con.begin()
+            try:
+                self._insert(con, "records", arrow.records_table(list(batch.records.values())),
+                             "OR IGNORE")
+                self._insert(con, "fact_entries", arrow.entries_table(entries), "OR REPLACE")
+                self._insert(con, "fact_versions", arrow.versions_table(versions), "OR REPLACE")
+                self._delete(con, "fact_entries", "event_id", gone_entries)
+                self._delete(con, "fact_versions", "version_id", gone_versions)
+                self._upsert_offsets(con, offsets)
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        return ApplyResult(len(batch.records), len(entries), len(versions),
+                           len(gone_entries) + len(gone_versions), dict(next_offsets))
+
+    @staticmethod
+    def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, how: str) -> None:
+        if data.num_rows == 0:
+            return
+        con.register("_batch", data)
+        try:
+            con.execute(f"INSERT {how} INTO {q(table)} SELECT * FROM _batch")
+        finally:
+            con.unregister("_batch")
+
+    @staticmethod
+    def _delete(con: duckdb.DuckDBPyConnection, table: str, key: str, ids: list[str]) -> None:
+        if ids:
+            con.execute(f"DELETE FROM {q(table)} WHERE {q(key)} IN (SELECT unnest(?))", [ids])
+
+    @staticmethod
+    def _upsert_offsets(con: duckdb.DuckDBPyConnection, offsets: pa.Table) -> None:
+        if offsets.num_rows == 0:
+            return
+        con.register("_offsets", offsets)
+        try:
+            con.execute(
+                'INSERT INTO offsets SELECT * FROM _offsets ON CONFLICT (topic, "partition") '
+                "DO UPDATE SET next_offset = greatest(offsets.next_offset, excluded.next_offset)"
+            )
+        finally:
+            con.unregister("_offsets")
+
+    def publish_snapshot(self, path: Path) -> Path:
+        """Checkpoint and atomically copy the file to ``path``, for readers in other processes.
+
+        Readers open the snapshot with ``DuckDBEventIndex(path, read_only=True)``; a reader that
+        has an older snapshot open keeps reading it until it reopens.
+        """
+        self._writable("publish_snapshot")
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        with self._lock, translated("publish_snapshot", str(self._path)):
+            self._con.execute("CHECKPOINT")
+            shutil.copyfile(self._path, tmp)
+        os.replace(tmp, target)
+        log.info("published DuckDB snapshot %s", target)
+        return target
+
+    def close(self) -> None:
+        with self._lock:
+            for cur in self._cursors:
+                cur.close()
+            self._cursors.clear()
+            self._con.close()
+
+    def _writable(self, operation: str) -> None:
+        if self._read_only:
+            raise StoreReadOnlyError(
+                f"{operation} on {self._path}: the index is opened read-only; open it with "
+                "read_only=False in the one writer process"
+            )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's read cursor: its own connection, each query an MVCC snapshot."""
+        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
+        if cur is None:
+            with self._lock:  # never duplicate the connection while a batch commits on it
+                cur = self._con.cursor()
+                self._cursors.append(cur)
+            self._local.cursor = cur
+        return cur
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        with translated("query", str(self._path)):
+            return self._cursor().sql(sql, params=list(params)).to_arrow_table()
+
+    def applied_offsets(self, topic: str) -> dict[int, int]:
+        table = self._query(
+            'SELECT "partition", next_offset FROM offsets WHERE topic = ?', [topic])
+        return dict(zip(table.column("partition").to_pylist(),
+                        table.column("next_offset").to_pylist(), strict=True))
+
+    def record(self, event_id: str) -> RecordRow | None:
+        rows = arrow.to_records(self._query("SELECT * FROM records WHERE event_id = ?",
+                                            [event_id]))
+        return rows[0] if rows else None
+
+    def records(
+        self, tenant: str, *, session: str | None = None, since: datetime | None = None,
+        until: datetime | None = None, limit: int | None = None,
+    ) -> list[RecordRow]:
+        sql = ["SELECT * FROM records WHERE tenant = ?"]
+        params: list[Any] = [tenant]
+        for clause, value in (("session = ?", session), ("tt >= ?", since), ("tt < ?", until)):
+            if value is not None:
+                sql.append(f"AND {clause}")
+                params.append(value)
+        sql.append('ORDER BY tt, "partition", "offset"')
+        if limit is not None:
+            sql.append(f"LIMIT {int(limit)}")
+        return arrow.to_records(self._query(" ".join(sql), params))
+
+    def fact_entries(self, keys: Iterable[FactKey]) -> dict[FactKey, list[FactEntry]]:
+        wanted = sorted(set(keys))
+        out: dict[FactKey, list[FactEntry]] = {k: [] for k in wanted}
+        if not wanted:
+            return out
+        table = self._query(
+            "SELECT e.* FROM fact_entries e JOIN (SELECT unnest(?) AS tenant, unnest(?) AS "
+            "subject, unnest(?) AS relation) k USING (tenant, subject, relation) "
+            'ORDER BY e.tt, e.tt_partition, e.tt_offset, e.event_id',
+            [[k.tenant for k in wanted], [k.subject for k in wanted],
+             [k.relation for k in wanted]],
+        )
+        for entry in arrow.to_entries(table):
+            out[FactKey.of(entry)].append(entry)
+        return out
+
+    def facts_as_of(
+        self, tenant: str, *, subject: str | None = None, relation: str | None = None,
+        vt: datetime | None = None, tt: datetime | LogPosition | None = None,
+    ) -> list[FactVersion]:
+        now = datetime.now(UTC)
+        vt = vt or now
+        sql = [f"SELECT {_VERSION_COLS} FROM fact_versions WHERE tenant = ?",
+               "AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?)"]
+        params: list[Any] = [tenant, vt, vt]
+        if isinstance(tt, LogPosition):
+            sql.append("AND (tt_from, tt_from_partition, tt_from_offset) <= (?, ?, ?) AND "
+                       "(tt_to IS NULL OR (tt_to, tt_to_partition, tt_to_offset) > (?, ?, ?))")
+            params += [tt.log_time, tt.partition, tt.offset] * 2
+        else:
+            at = tt or now
+            sql.append("AND tt_from <= ? AND (tt_to IS NULL OR tt_to > ?)")
+            params += [at, at]
+        for column, value in (("subject", subject), ("relation", relation)):
+            if value is not None:
+                sql.append(f"AND {column} = ?")
+                params.append(value)
+        sql.append("ORDER BY subject, relation, vt_from, object")
+        return arrow.to_versions(self._query(" ".join(sql), params))
+
+    def fact_history(
+        self, tenant: str, subject: str, relation: str | None = None
+    ) -> list[FactVersion]:
+        sql = f"SELECT {_VERSION_COLS} FROM fact_versions WHERE tenant = ? AND subject = ?"
+        params: list[Any] = [tenant, subject]
+        if relation is not None:
+            sql += " AND relation = ?"
+            params.append(relation)
+        sql += " ORDER BY relation, tt_from, tt_from_partition, tt_from_offset, vt_from, object"
+        return arrow.to_versions(self._query(sql, params))
+
+    def counts(self) -> dict[str, int]:
+        return {t: int(self._query(f"SELECT count(*) AS n FROM {q(t)}").column(0)[0].as_py())
+                for t in EVENT_TABLES}
+
+    def content_hashes(self) -> dict[str, str]:
+        """Per table, a hash of its content (see :func:`arrow.table_hash`)."""
+        return {t: arrow.table_hash(self._query(f"SELECT * FROM {q(t)}"), PRIMARY_KEYS[t])
+                for t in EVENT_TABLES}
+
+    def content_hash(self) -> str:
+        hashes = self.content_hashes()
+        return arrow.combine(hashes)

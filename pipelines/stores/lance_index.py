@@ -1,0 +1,302 @@
+"""``LanceVectorIndex``: memory rows with embeddings, vector and full-text search, in LanceDB.
+
+Writes merge by ``memory_id`` (insert when absent: memory rows are immutable, so the first
+write of an event wins and a re-applied batch changes nothing). Indexes are maintained as the
+table grows, amortised over writes (see :class:`IndexPolicy` and docs/stores.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS, BTree, IvfPq
+
+from memstack.operators.mutations import MemoryRow
+from memstack.pipelines.stores import arrow
+from memstack.pipelines.stores.base import Maintenance, MemoryHit, MergeResult, Vectors
+from memstack.pipelines.stores.errors import (
+    EmbeddingShapeError,
+    StoreError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
+    StoreSchemaError,
+    StoreWriteError,
+)
+from memstack.schemas.rows import EMBEDDING_DIM, PRIMARY_KEYS, memories_schema
+
+log = logging.getLogger(__name__)
+
+TABLE = "memories"
+VECTOR_INDEX = "vector_idx"
+TEXT_INDEX = "text_idx"
+
+
+@dataclass(frozen=True)
+class IndexPolicy:
+    """When to build and refresh the indexes (all amortised over writes)."""
+
+    vector_min_rows: int = 10_000
+    """Below this a flat (exact) scan is fast enough; no IVF_PQ index."""
+    vector_rebuild_growth: float = 1.0
+    """Retrain IVF_PQ when the table grew by this fraction since the last training."""
+    refresh_fraction: float = 0.2
+    """Run ``optimize`` (compaction + new rows into every index) after this fraction of growth."""
+    refresh_min_rows: int = 2_000
+    num_sub_vectors: int = 24
+    """PQ sub-vectors (16 dims each at 384): 48 trains ~2.5x slower for little gain with refine."""
+    refine_factor: int = 5
+    nprobes: int = 20
+    scalar_columns: tuple[str, ...] = ("memory_id", "tenant", "session", "tt_from", "vt_from")
+    keep_versions_for: timedelta = timedelta(hours=1)
+
+
+def quote(value: str) -> str:
+    """A Lance SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+@contextmanager
+def translated(operation: str, where: Path) -> Iterator[None]:
+    """Turn Lance/LanceDB errors (OSError, ValueError, RuntimeError) into store errors."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (OSError, ValueError, RuntimeError) as exc:
+        text = str(exc)
+        if "not found" in text.lower() or "does not exist" in text.lower():
+            raise StoreNotFoundError(f"LanceDB {operation} on {where}: {text}") from exc
+        if operation in ("merge", "delete"):
+            raise StoreWriteError(
+                f"LanceDB {operation} on {where} failed ({text}); nothing was committed, "
+                "retry the batch") from exc
+        raise StoreError(f"LanceDB {operation} on {where} failed: {text}") from exc
+
+
+class LanceVectorIndex:
+    """The ``memories`` table of a LanceDB directory."""
+
+    def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM, read_only: bool = False,
+                 policy: IndexPolicy | None = None) -> None:
+        self._dir = Path(directory)
+        self._dim = dim
+        self._read_only = read_only
+        self._policy = policy or IndexPolicy()
+        self._lock = threading.Lock()
+        self._schema = memories_schema(dim)
+        if read_only and not self._dir.exists():
+            raise StoreNotFoundError(f"no LanceDB index at {self._dir}; run the pipeline first")
+        with translated("open", self._dir):
+            consistency = timedelta(0) if read_only else None
+            self._db = lancedb.connect(self._dir, read_consistency_interval=consistency)
+            self._table = self._open_or_create()
+        if self._table.schema != self._schema:
+            raise StoreSchemaError(
+                f"{self._dir}: table '{TABLE}' has schema {self._table.schema}, expected "
+                f"{self._schema}; move the directory away and rebuild it from the log")
+        self._refreshed_at = self._trained_at = 0
+        if not read_only:
+            self._refreshed_at = self._table.count_rows()
+            stats = self._index_stats(VECTOR_INDEX)
+            self._trained_at = stats.num_indexed_rows if stats is not None else 0
+        log.info("opened LanceDB index %s (read_only=%s)", self._dir, read_only)
+
+    def _open_or_create(self) -> Any:
+        try:
+            return self._db.open_table(TABLE)
+        except ValueError as exc:
+            if self._read_only or "was not found" not in str(exc):
+                raise
+        return self._db.create_table(TABLE, schema=self._schema)
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def version(self) -> int:
+        return int(self._table.version)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def merge(self, rows: Sequence[MemoryRow], vectors: Vectors, *,
+              maintain: bool = True) -> MergeResult:
+        """Insert the rows whose ``memory_id`` is absent; then maintain indexes if due."""
+        self._writable("merge")
+        if vectors.shape != (len(rows), self._dim):
+            raise EmbeddingShapeError(
+                f"{len(rows)} rows need vectors of shape ({len(rows)}, {self._dim}), got "
+                f"{vectors.shape}; check the encoder's dimension")
+        first: dict[str, int] = {}
+        for i, row in enumerate(rows):
+            first.setdefault(row.memory_id, i)
+        if not first:
+            return MergeResult(self.version, 0, 0)
+        keep = list(first.values())
+        data = arrow.memories_table([rows[i] for i in keep], vectors[keep], self._dim)
+        with self._lock, translated("merge", self._dir):
+            result = (self._table.merge_insert("memory_id").when_not_matched_insert_all()
+                      .execute(data))
+        if maintain:
+            self.maintain()
+        return MergeResult(int(result.version), int(result.num_inserted_rows),
+                           int(result.num_updated_rows))
+
+    def delete(self, memory_ids: Iterable[str]) -> int:
+        """Delete rows by id (the newest version only; old versions are the forget job's)."""
+        self._writable("delete")
+        ids = sorted(set(memory_ids))
+        if not ids:
+            return 0
+        where = self._id_filter(ids)
+        with self._lock, translated("delete", self._dir):
+            present = self._table.count_rows(where)
+            if present:
+                self._table.delete(where)
+        return int(present)
+
+    def maintain(self, *, force: bool = False) -> Maintenance:
+        """Build missing indexes, retrain IVF_PQ on growth, refresh the others when due."""
+        self._writable("maintain")
+        with self._lock, translated("maintain", self._dir):
+            rows = self._table.count_rows()
+            if rows == 0:
+                return Maintenance(0)
+            built = self._build_missing()
+            p = self._policy
+            if rows >= p.vector_min_rows and (
+                force or rows >= self._trained_at * (1 + p.vector_rebuild_growth)
+            ):
+                self._train_vector_index(rows)
+                built.append(VECTOR_INDEX)
+            grown = rows - self._refreshed_at
+            due = grown >= max(p.refresh_min_rows, p.refresh_fraction * self._refreshed_at)
+            if force or due:
+                self._table.optimize(cleanup_older_than=p.keep_versions_for)
+                self._refreshed_at = rows
+        if built or force or due:
+            log.info("lance maintenance at %d rows: built %s, optimized %s", rows, built,
+                     force or due)
+        return Maintenance(rows, force or due, tuple(built))
+
+    def _build_missing(self) -> list[str]:
+        names = {i.name for i in self._table.list_indices()}
+        built: list[str] = []
+        if TEXT_INDEX not in names:
+            self._table.create_index("text", config=FTS(), name=TEXT_INDEX)
+            built.append(TEXT_INDEX)
+        for column in self._policy.scalar_columns:
+            if f"{column}_idx" not in names:
+                self._table.create_index(column, config=BTree(), name=f"{column}_idx")
+                built.append(f"{column}_idx")
+        return built
+
+    def _train_vector_index(self, rows: int) -> None:
+        partitions = max(1, min(int(math.sqrt(rows)), rows // 1024))
+        config = IvfPq(distance_type="cosine", num_partitions=partitions,
+                       num_sub_vectors=self._policy.num_sub_vectors, max_iterations=20)
+        self._table.create_index("vector", config=config, name=VECTOR_INDEX, replace=True)
+        self._trained_at = rows
+
+    def _writable(self, operation: str) -> None:
+        if self._read_only:
+            raise StoreReadOnlyError(
+                f"{operation} on {self._dir}: the vector index is opened read-only")
+
+    def close(self) -> None:
+        """Nothing to release (LanceDB holds no lock); kept for the store interface."""
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def _index_stats(self, name: str) -> Any:
+        names = {i.name for i in self._table.list_indices()}
+        return self._table.index_stats(name) if name in names else None
+
+    @staticmethod
+    def _id_filter(ids: Sequence[str]) -> str:
+        return f"memory_id IN ({', '.join(quote(i) for i in ids)})"
+
+    def _filter(self, tenant: str, where: str | None) -> str:
+        clause = f"tenant = {quote(tenant)}"
+        return f"{clause} AND ({where})" if where else clause
+
+    def count(self) -> int:
+        with translated("count", self._dir):
+            return int(self._table.count_rows())
+
+    def get(self, memory_ids: Iterable[str]) -> list[MemoryRow]:
+        ids = sorted(set(memory_ids))
+        if not ids:
+            return []
+        with translated("get", self._dir):
+            table = self._table.search().where(self._id_filter(ids)).limit(len(ids)).to_arrow()
+        return arrow.to_memories(table.sort_by("memory_id"))
+
+    def vectors_of(self, memory_ids: Sequence[str]) -> Vectors:
+        """The stored embeddings of ``memory_ids`` (rows in the order given; all must exist)."""
+        with translated("get", self._dir):
+            table = (self._table.search().where(self._id_filter(memory_ids))
+                     .select(["memory_id", "vector"]).limit(len(memory_ids)).to_arrow())
+        pos = {m: i for i, m in enumerate(table.column("memory_id").to_pylist())}
+        flat = table.column("vector").combine_chunks().flatten().to_numpy()
+        matrix: Vectors = flat.reshape(-1, self._dim).astype(np.float32)
+        return matrix[[pos[m] for m in memory_ids]]
+
+    def search_vector(self, vector: Vectors, *, tenant: str, k: int = 10,
+                      where: str | None = None) -> list[MemoryHit]:
+        """Nearest memory rows of one tenant by cosine distance (prefiltered)."""
+        with translated("search_vector", self._dir):
+            flat = np.asarray(vector, dtype=np.float32).reshape(-1)
+            builder: Any = self._table.search(flat, vector_column_name="vector")  # vector builder
+            query: Any = builder.distance_type("cosine").where(
+                self._filter(tenant, where), prefilter=True).limit(k)
+            if self._index_stats(VECTOR_INDEX) is not None:
+                query = query.nprobes(self._policy.nprobes).refine_factor(
+                    self._policy.refine_factor)
+            return self._hits(query.to_arrow(), "_distance")
+
+    def search_text(self, query: str, *, tenant: str, k: int = 10,
+                    where: str | None = None) -> list[MemoryHit]:
+        """Full-text (BM25) search over one tenant's memory rows (prefiltered)."""
+        with translated("search_text", self._dir):
+            if self._table.count_rows() == 0:
+                return []
+            if self._index_stats(TEXT_INDEX) is None:
+                if self._read_only:
+                    log.warning("%s has no full-text index yet; the writer builds it", self._dir)
+                    return []
+                with self._lock:
+                    self._build_missing()
+            found = (self._table.search(query, query_type="fts", fts_columns="text")
+                     .where(self._filter(tenant, where), prefilter=True).limit(k).to_arrow())
+            return self._hits(found, "_score")
+
+    @staticmethod
+    def _hits(table: pa.Table, score: str) -> list[MemoryHit]:
+        rows = arrow.to_memories(table)
+        scores = table.column(score).to_pylist()
+        return [MemoryHit(r, float(s)) for r, s in zip(rows, scores, strict=True)]
+
+    def content_hashes(self) -> dict[str, str]:
+        """Hash of the rows; embeddings rounded to :data:`arrow.VECTOR_TOLERANCE` (1e-4)."""
+        with translated("content_hash", self._dir):
+            table = self._table.to_arrow()
+        return {TABLE: arrow.table_hash(table, PRIMARY_KEYS[TABLE])}
+
+    def content_hash(self) -> str:
+        return arrow.combine(self.content_hashes())
