@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from memstack.errors import MemstackError
 
@@ -49,7 +49,7 @@ def _round(value: float) -> float:
 class Report:
     """Progress for people: timestamped lines on stderr."""
 
-    def __init__(self, name: str, stream: object = None) -> None:
+    def __init__(self, name: str, stream: TextIO | None = None) -> None:
         self.name = name
         self.started = time.monotonic()
         self._stream = stream or sys.stderr
@@ -57,7 +57,7 @@ class Report:
     def __call__(self, message: str, *args: object) -> None:
         elapsed = time.monotonic() - self.started
         text = message % args if args else message
-        print(f"[{self.name} {elapsed:7.1f}s] {text}", file=self._stream, flush=True)  # type: ignore[call-overload]  # any text stream
+        print(f"[{self.name} {elapsed:7.1f}s] {text}", file=self._stream, flush=True)
 
     def plot_dir(self) -> Path:
         out = Path("out") / "plots"

@@ -7,6 +7,7 @@ session stays ordered, and produced idempotently with ``acks=all``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -107,7 +108,7 @@ class MemoryClient(EventBuilder):
         future = self._producer.send(topic, key=event.key, value=value)
         return PendingEmit(event.event_id, future)
 
-    def emit_many(self, events: list[Event | dict[str, Any]]) -> list[PendingEmit]:
+    def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[PendingEmit]:
         """Send a batch; all are validated before the first is sent."""
         checked = [e if isinstance(e, Event) else validate_event(e) for e in events]
         return [self.emit(e) for e in checked]

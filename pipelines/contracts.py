@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memstack.operators.log import LoggedEvent
+from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.operators.mutations import Mutation
 from memstack.pipelines.log_reader import LogRecord
+from memstack.schemas.events import Event
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,11 @@ class Projector(Protocol):
     def commit(self, plan: Plan) -> None: ...
 
     def close(self) -> None: ...
+
+
+class ForgetFilter(Protocol):
+    """The forget ledger as projectors see it: events it covers are never applied."""
+
+    def covers(self, event: Event, position: LogPosition) -> bool:
+        """True when a forget request erases ``event`` (logged at ``position``)."""
+        ...

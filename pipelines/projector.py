@@ -18,12 +18,14 @@ from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import FactEntry, MemoryRow, PutMemory
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
-from memstack.pipelines.contracts import DeadLetter, Plan
+from memstack.keystore import KeyStore
+from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Plan
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import Event, FactAssertedPayload, FactRetractedPayload, parse_event
+from memstack.schemas.events import Event, FactAssertedPayload, FactRetractedPayload
+from memstack.sealing import Shredded, open_record
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,8 @@ class StoreProjector:
 
     def __init__(self, stores: Stores, encoder: Encoder, topic: str,
                  registry: RelationRegistry | None = None, *,
-                 max_cached_keys: int = MAX_CACHED_KEYS, maintain_indexes: bool = True) -> None:
+                 max_cached_keys: int = MAX_CACHED_KEYS, maintain_indexes: bool = True,
+                 keys: KeyStore | None = None, forgotten: ForgetFilter | None = None) -> None:
         if encoder.dim != stores.vectors.dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-dim vectors, the "
                              f"vector index holds {stores.vectors.dim}; use a matching encoder")
@@ -53,6 +56,9 @@ class StoreProjector:
         self._registry = registry or RelationRegistry()
         self._max_keys = max_cached_keys
         self._maintain = maintain_indexes
+        self._keys = keys
+        self.forgotten = forgotten
+        """The forget ledger: events it covers are never applied (live or replay)."""
         self._applied = stores.events.applied_offsets(topic)
         self._reset_operator()
 
@@ -78,10 +84,14 @@ class StoreProjector:
             seen.add((pos.partition, pos.offset))
             next_offsets[pos.partition] = max(next_offsets.get(pos.partition, 0), pos.offset + 1)
             try:
-                event = parse_event(record.value if record.value is not None else b"null")
+                event = open_record(record.value or b"null", self._keys)
             except InvalidEventError as exc:
                 dead.append(DeadLetter(record.topic, pos.partition, pos.offset, record.key,
                                        record.value, exc.rule, exc.field))
+                continue
+            if isinstance(event, Shredded):
+                continue  # its data key was destroyed by a forget request: nothing to read
+            if self.forgotten is not None and self.forgotten.covers(event, pos):
                 continue
             events.append(LoggedEvent(event, pos))
         self._prefetch(events)

@@ -162,6 +162,8 @@ PAYLOAD_MODELS: dict[EventKind, type[BaseModel]] = {
     EventKind.FORGET_REQUESTED: ForgetRequestedPayload,
 }
 
+_KIND_VALUES = frozenset(k.value for k in EventKind)
+
 
 def utc(value: datetime) -> datetime:
     """Normalise an aware datetime to UTC; reject naive ones."""
@@ -249,10 +251,9 @@ class Event(Envelope):
         if not isinstance(data, dict):
             return data
         kind, payload = data.get("kind"), data.get("payload")
-        try:
-            model = PAYLOAD_MODELS[EventKind(kind)]
-        except (ValueError, KeyError):
+        if kind not in _KIND_VALUES:
             return data  # the field validator reports the unknown kind
+        model = PAYLOAD_MODELS[EventKind(kind)]
         if isinstance(payload, dict):
             data = {**data, "payload": model.model_validate(payload)}
         elif payload is not None and not isinstance(payload, model):
@@ -290,7 +291,8 @@ def parse_event(raw: bytes | str | dict[str, Any]) -> Event:
 
 def validate_event(data: dict[str, Any], *, raw: bytes | None = None) -> Event:
     """Validate a decoded event; errors name the dotted field path (``payload.role``)."""
-    model = PAYLOAD_MODELS.get(data.get("kind"))  # type: ignore[call-overload]  # any JSON value
+    kind = data.get("kind")
+    model = PAYLOAD_MODELS.get(EventKind(kind)) if kind in _KIND_VALUES else None
     payload = data.get("payload")
     if model is not None and isinstance(payload, dict):
         try:

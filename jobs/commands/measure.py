@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from memstack.jobs.measure import Report, load
 
@@ -16,7 +17,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.set_defaults(func=_runner(family))
 
 
-def _runner(family: str):  # type: ignore[no-untyped-def]  # returns the argparse callback
+def _runner(family: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         measure = load(family, args.name)
         result = measure(args.quick, Report(f"{family} {args.name}"))
