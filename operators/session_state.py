@@ -334,8 +334,12 @@ def _check_matches(
 def read_vectors(state: SessionState, queries: torch.Tensor, head: Head, at: float | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Raw reads of ``head`` for projected ``queries`` (q, dim): ``(out (q, dim), value_mean)``."""
-    cfg = state.config
-    m = state.sums_at(at)[int(head)]
+    return read_matrix(state.config, state.sums_at(at)[int(head)], queries)
+
+
+def read_matrix(cfg: StateConfig, m: torch.Tensor, queries: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reads of one head's canonical, decayed matrix ``m``: ``(out (q, dim), value_mean)``."""
     d = cfg.dim
     h_kk, h_kv, s_k, s_v, w = m[:d, :d], m[:d, d:2 * d], m[d, :d], m[d, d:2 * d], m[d, 2 * d]
     mean_k, mean_v = torch.zeros_like(s_k), torch.zeros_like(s_v)
@@ -348,6 +352,18 @@ def read_vectors(state: SessionState, queries: torch.Tensor, head: Head, at: flo
     return (h_kv.T @ x).mT, mean_v
 
 
+def score_values(out: torch.Tensor, mean_v: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Cosines (q, n) of reads ``out`` with candidate values (n, dim), both centred on the mean.
+
+    Candidates can come from anywhere (the reference's own table, or values recomputed from the
+    stores for a fixed-size state).
+    """
+    cand = values.to(out.dtype) - mean_v
+    cand = cand / cand.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    scores: torch.Tensor = (out @ cand.T) / out.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return scores
+
+
 def decode(state: SessionState, queries: torch.Tensor, k: int, head: Head = Head.TURNS,
            at: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-``k`` ``(scores, table rows)``, each (q, k), of the items of ``head`` for ``queries``."""
@@ -358,9 +374,7 @@ def decode(state: SessionState, queries: torch.Tensor, k: int, head: Head = Head
         empty_rows = torch.zeros(len(queries), 0, dtype=torch.int64)
         return empty_rows.to(state.config.torch_dtype), empty_rows
     out, mean_v = read_vectors(state, queries, head, at)
-    cand = state.values[rows].to(out.dtype) - mean_v
-    cand = cand / cand.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    scores = (out @ cand.T) / out.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    scores = score_values(out, mean_v, state.values[rows])
     top = torch.topk(scores, k, dim=1)
     return top.values, rows[top.indices]
 

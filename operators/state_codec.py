@@ -25,9 +25,12 @@ import torch
 
 from memstack.errors import MemstackError
 from memstack.operators.session_state import VALUE_DTYPE, SessionState, StateConfig
+from memstack.operators.state_arena import SessionSums
 from memstack.operators.state_keys import N_HEADS
 
 MAGIC = b"MSST"
+MAGIC_FIXED = b"MSSF"
+"""The fixed-size form (:class:`SessionSums`): the durable state of the live pipeline."""
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<4sHI")
 
@@ -47,6 +50,58 @@ def matrix_bytes(config: StateConfig) -> int:
     return N_HEADS * per_head * config.torch_dtype.itemsize
 
 
+def _pack_sums(sums: torch.Tensor, d: int) -> bytes:
+    rows, cols = torch.triu_indices(d, d)
+    parts = []
+    for m in sums:
+        parts += [m[rows, cols], m[:d, d:2 * d].reshape(-1), m[d, :].reshape(-1)]
+    return bytes(torch.cat(parts).contiguous().numpy().tobytes())
+
+
+def snapshot_sums(state: SessionSums) -> bytes:
+    """Serialise a fixed-size state: the header, then the sums (no per-item table).
+
+    Its size depends only on the config (plus a few bytes of times, counts and marks).
+    """
+    header = {
+        "config": asdict(state.config),
+        "ref_time": state.ref_time,
+        "last_time": state.last_time if math.isfinite(state.last_time) else None,
+        "counts": list(state.counts),
+        "marks": dict(state.marks),
+    }
+    head_bytes = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    return (_PREFIX.pack(MAGIC_FIXED, FORMAT_VERSION, len(head_bytes)) + head_bytes
+            + _pack_sums(state.sums, state.config.dim))
+
+
+def restore_sums(data: bytes) -> SessionSums:
+    """Rebuild a :class:`SessionSums` from :func:`snapshot_sums` bytes (bit-exact)."""
+    if len(data) < _PREFIX.size or _PREFIX.unpack_from(data)[0] != MAGIC_FIXED:
+        raise SnapshotFormatError("not a fixed-size session-state snapshot; rebuild by replay")
+    _, version, head_len = _PREFIX.unpack_from(data)
+    if version > FORMAT_VERSION:
+        raise SnapshotFormatError(f"snapshot format {version} is newer than {FORMAT_VERSION}; "
+                                  "upgrade memstack to read it")
+    start = _PREFIX.size
+    try:
+        header = json.loads(data[start:start + head_len])
+        config = StateConfig(**header["config"])
+        n = matrix_bytes(config) // config.torch_dtype.itemsize
+        body = memoryview(data)[start + head_len:]
+        if len(body) != matrix_bytes(config):
+            raise ValueError("trailing or missing bytes")
+        np_dtype = np.dtype("<f8" if config.dtype == "float64" else "<f4")
+        flat = torch.from_numpy(np.frombuffer(body, np_dtype, count=n).copy())
+        last = header["last_time"]
+        return SessionSums(config, _unpack_sums(flat, config.dim), float(header["ref_time"]),
+                           -math.inf if last is None else float(last),
+                           tuple(int(c) for c in header["counts"]),
+                           {str(k): int(v) for k, v in header["marks"].items()})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotFormatError(f"corrupt snapshot ({exc}); rebuild it by replay") from exc
+
+
 def snapshot(state: SessionState) -> bytes:
     """Serialise ``state``; :func:`restore` gives back an equal state."""
     d = state.config.dim
@@ -57,11 +112,7 @@ def snapshot(state: SessionState) -> bytes:
         "ids": list(state.item_ids),
     }
     head_bytes = json.dumps(header, separators=(",", ":")).encode()
-    rows, cols = torch.triu_indices(d, d)
-    parts = []
-    for m in state.sums:
-        parts += [m[rows, cols], m[:d, d:2 * d].reshape(-1), m[d, :].reshape(-1)]
-    sums = torch.cat(parts).numpy().tobytes()
+    sums = _pack_sums(state.sums, d)
     heads = state.item_heads.to(torch.uint8).numpy().tobytes()
     values = state.values.numpy().astype("<f4").tobytes()
     return _PREFIX.pack(MAGIC, FORMAT_VERSION, len(head_bytes)) + head_bytes + sums + heads + values

@@ -6,8 +6,8 @@
   rest chat). The state reads it back from the MiniLM embedding of "subject relation"; the window
   holds the most recent turns in as many UTF-8 bytes as the state's sums, and recalls the fact if
   its turn is still inside;
-- throughput: :func:`update_many` on a micro-batch of sessions, and the ratio to a bare
-  ``torch.baddbmm`` of the same shape (the limit): the headline ``ratio``.
+- throughput: the in-place arena (:class:`StateArena`) on micro-batches of many sessions, and
+  the ratio to a bare ``torch.baddbmm`` of the same shape (the limit): the headline ``ratio``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 
 from memstack.jobs.measure import Report, Result
 from memstack.operators import session_state as ss
+from memstack.operators.state_arena import StateArena, Terms
 from memstack.operators.state_codec import matrix_bytes
 from memstack.operators.state_keys import Head, fact_query_text
 
@@ -73,6 +74,8 @@ def run(quick: bool, report: Report) -> Result:
     figures.update(cap)
     plots.append(cap_plot)
     figures["removal_rel_error"] = removal_error(2000 if quick else 10000)
+    figures["removal_rel_error_float32"] = removal_error(2000 if quick else 10000, "float32")
+    report("removal relative error float32 %.2e", figures["removal_rel_error_float32"])
     report("removal relative error %.2e", figures["removal_rel_error"])
     # Result rounds figures to 1e-6; keep the order of magnitude visible in the JSON too.
     figures["removal_rel_error_log10"] = math.log10(max(figures["removal_rel_error"], 1e-300))
@@ -117,10 +120,10 @@ def capacity(quick: bool, report: Report) -> tuple[dict[str, float], str]:
     return figures, path
 
 
-def removal_error(n: int) -> float:
+def removal_error(n: int, dtype: str = CHOSEN.dtype) -> float:
     """Relative error of a state with 1% of its items removed vs one rebuilt without them."""
-    batch = _random_items(replace(CHOSEN, gamma_per_hour=0.9), n, Head.FACTS, seed=7)
-    cfg = replace(CHOSEN, gamma_per_hour=0.9)
+    cfg = replace(CHOSEN, gamma_per_hour=0.9, dtype=dtype)
+    batch = _random_items(cfg, n, Head.FACTS, seed=7)
     batch = ss.ItemBatch(batch.ids, torch.arange(n) % 2, batch.keys, batch.values,
                          T0 + torch.arange(n, dtype=torch.float64) * 600.0, batch.weights)
     gone = set(range(0, n, 100))
@@ -229,24 +232,68 @@ def _one_session(rng: random.Random, n: int, pairs: list[tuple[str, str]], key_e
 
 
 def throughput(quick: bool, report: Report) -> dict[str, float]:
-    """Items/s of :func:`update_many` (sessions × items per micro-batch) vs a bare baddbmm."""
-    sessions, per_session = 128, 16
-    cfg = CHOSEN
-    states = [ss.empty(cfg)] * sessions
-    batches = [_random_items(cfg, per_session, Head.FACTS, seed=s) for s in range(sessions)]
-    batches = [ss.ItemBatch(tuple(f"s{s}-{i}" for i in b.ids), torch.arange(per_session) % 2,
-                            b.keys, b.values, b.times, b.weights) for s, b in enumerate(batches)]
-    seconds = 2.0 if quick else 6.0
-    ours = _rate(lambda: ss.update_many(states, batches), seconds) * sessions * per_session
+    """Session updates/s of the arena (in place, batched across sessions) vs a bare baddbmm.
+
+    Shapes: a live micro-batch (128 sessions x 16 events) and a replay micro-batch
+    (256 sessions x 64 events), each in float64 and float32. Sessions sit at scattered slots of
+    an arena twice their number (the general ``index_add_`` path). The bare limit is
+    ``torch.baddbmm`` of the same (groups, d+1, m) x (groups, m, 2d+1) shape, timed in
+    alternation with the arena so both see the same machine load. Headline: the replay shape in
+    the chosen dtype.
+    """
+    seconds = 1.0 if quick else 3.0
+    figures: dict[str, float] = {}
+    for dtype in ("float64", "float32"):
+        for label, sessions, per_session in (("live", 128, 16), ("replay", 256, 64)):
+            ours, bare = _arena_rate(replace(CHOSEN, dtype=dtype), sessions, per_session,
+                                     seconds)
+            tag = f"{label}_{dtype}"
+            figures[f"arena_updates_per_s_{tag}"] = ours
+            figures[f"bmm_updates_per_s_{tag}"] = bare
+            figures[f"ratio_{tag}"] = ours / bare
+            report("arena %s %s: %.0f updates/s, bare baddbmm %.0f (ratio %.2f; %d sessions x "
+                   "%d events)", label, dtype, ours, bare, ours / bare, sessions, per_session)
+    head = f"replay_{CHOSEN.dtype}"
+    figures["updates_per_s"] = figures[f"arena_updates_per_s_{head}"]
+    figures["bmm_updates_per_s"] = figures[f"bmm_updates_per_s_{head}"]
+    figures["updates_ratio_to_bmm"] = figures[f"ratio_{head}"]
+    figures["reference_update_many_per_s"] = _reference_rate(seconds)
+    report("immutable reference update_many: %.0f updates/s (128 x 16)",
+           figures["reference_update_many_per_s"])
+    return figures
+
+
+def _arena_rate(cfg: ss.StateConfig, sessions: int, per_session: int,
+                seconds: float) -> tuple[float, float]:
+    gen = torch.Generator().manual_seed(sessions * per_session)
+    arena = StateArena(cfg, 2 * sessions)
+    n = sessions * per_session
+    slots = torch.randperm(2 * sessions, generator=gen)[:sessions].repeat_interleave(per_session)
+    keys = torch.nn.functional.normalize(torch.randn(n, cfg.dim, generator=gen), dim=1)
+    values = torch.nn.functional.normalize(torch.randn(n, cfg.dim, generator=gen), dim=1)
+    terms = Terms(slots, torch.arange(n) % 2, keys.to(cfg.torch_dtype),
+                  values.to(cfg.torch_dtype),
+                  T0 + TURN_SECONDS * torch.arange(n, dtype=torch.float64) / n,
+                  torch.ones(n, dtype=torch.float64))
     d, groups, m = cfg.dim, sessions * 2, per_session // 2
     flat = torch.zeros(groups, d + 1, 2 * d + 1, dtype=cfg.torch_dtype)
     left = torch.randn(groups, d + 1, m, dtype=cfg.torch_dtype)
     right = torch.randn(groups, m, 2 * d + 1, dtype=cfg.torch_dtype)
-    bare = _rate(lambda: torch.baddbmm(flat, left, right), seconds) * sessions * per_session
-    report("update_many %.0f items/s, bare baddbmm %.0f items/s (%d sessions x %d items, d=%d)",
-           ours, bare, sessions, per_session, d)
-    return {"updates_per_s": ours, "bmm_updates_per_s": bare, "updates_ratio_to_bmm": ours / bare,
-            "batch_sessions": sessions, "batch_items_per_session": per_session}
+    ours = bare = 0.0
+    for _ in range(3):  # alternate, keep the best of each: the machine is shared
+        ours = max(ours, _rate(lambda: arena.add(terms), seconds / 3) * n)
+        bare = max(bare, _rate(lambda: torch.baddbmm(flat, left, right), seconds / 3) * n)
+    return ours, bare
+
+
+def _reference_rate(seconds: float) -> float:
+    """The immutable :func:`update_many` (the reference), for comparison."""
+    sessions, per_session = 128, 16
+    states = [ss.empty(CHOSEN)] * sessions
+    batches = [_random_items(CHOSEN, per_session, Head.FACTS, seed=s) for s in range(sessions)]
+    batches = [ss.ItemBatch(tuple(f"s{s}-{i}" for i in b.ids), torch.arange(per_session) % 2,
+                            b.keys, b.values, b.times, b.weights) for s, b in enumerate(batches)]
+    return _rate(lambda: ss.update_many(states, batches), seconds) * sessions * per_session
 
 
 def _rate(fn, seconds: float) -> float:  # type: ignore[no-untyped-def]  # any callable

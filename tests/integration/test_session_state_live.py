@@ -1,0 +1,141 @@
+"""The session-state updater: idempotent batches, exact forget, session drop with a tombstone.
+
+Pure logic of the updater (no broker): an in-memory changelog sink and a deterministic hashing
+encoder stand in for Kafka and MiniLM; the broker path is in tests/recovery. These are the
+forget contract's properties, written here because no shared suite for the state store exists
+yet in tests/forget/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
+
+from memstack.operators.log import LoggedEvent, LogPosition
+from memstack.pipelines.session_state_table import SessionStateUpdater
+from memstack.schemas.events import Event
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+class HashEncoder:
+    """Deterministic unit vectors from text hashes (a fake for logic tests only)."""
+
+    name = "hash"
+    dim = 384
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out = np.stack([np.random.default_rng(int.from_bytes(
+            hashlib.sha256(t.encode()).digest()[:8], "little")).standard_normal(384)
+            for t in texts]) if texts else np.zeros((0, 384))
+        unit: npt.NDArray[np.float32] = (out / np.linalg.norm(out, axis=1, keepdims=True)
+                                         ).astype(np.float32)
+        return unit
+
+
+class MemorySink:
+    def __init__(self) -> None:
+        self.log: list[tuple[int, str, bytes | None]] = []
+        self.latest: dict[str, bytes] = {}
+
+    def get(self, key: str) -> bytes | None:
+        return self.latest.get(key)
+
+    def send(self, partition: int, key: str, value: bytes | None) -> None:
+        self.log.append((partition, key, value))
+        if value is None:
+            self.latest.pop(key, None)
+        else:
+            self.latest[key] = value
+
+    async def flush(self) -> None:
+        return None
+
+
+def events(n: int, session: str = "s1", partition: int = 0) -> list[LoggedEvent]:
+    out = []
+    for i in range(n):
+        fact = i % 3 == 0
+        event = Event.model_validate({
+            "event_id": f"01900000-{i:04x}-7000-8000-{hash(session) & 0xFFFF:04x}{i:08x}",
+            "tenant": "acme", "agent": "a", "session": session,
+            "subject": "user:ana" if fact else None,
+            "kind": "fact_asserted" if fact else "message", "occurred_at": T0,
+            "provenance": {"source": "test"},
+            "payload": ({"relation": f"r{i}", "object": f"o{i}"} if fact
+                        else {"role": "user", "text": f"message number {i}"})})
+        out.append(LoggedEvent(event, LogPosition(T0 + timedelta(minutes=i), partition, i)))
+    return out
+
+
+def updater() -> tuple[SessionStateUpdater, MemorySink]:
+    sink = MemorySink()
+    return SessionStateUpdater(sink, sink, HashEncoder(), capacity=2), sink
+
+
+def _rel(a: object, b: object) -> float:
+    import torch
+
+    assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    return float((a - b).norm() / b.norm())
+
+
+def test_redelivered_batches_add_nothing_and_eviction_loses_nothing() -> None:
+    up, _ = updater()
+    stream = events(20)
+    asyncio.run(up.apply(stream[:12]))
+    again = asyncio.run(up.apply(stream[5:20]))  # overlap: 5..11 were applied
+    assert again.skipped == 7
+    other, _ = updater()
+    asyncio.run(other.apply(stream))
+    a, b = up.state("acme/s1"), other.state("acme/s1")
+    assert a is not None and b is not None
+    assert _rel(a.sums_at(), b.sums_at()) <= 1e-12
+    for s in ("s2", "s3"):  # capacity 2: s1 is evicted, then reloaded from its snapshot
+        asyncio.run(up.apply(events(3, s)))
+    assert "acme/s1" not in up.arena
+    asyncio.run(up.apply(stream))  # all skipped, after reloading
+    c = up.state("acme/s1")
+    assert c is not None and _rel(c.sums_at(), b.sums_at()) <= 1e-12
+
+
+def test_forgetting_an_event_equals_a_state_built_without_it_and_is_idempotent() -> None:
+    stream = events(30)
+    gone = [stream[3], stream[10]]  # a fact and a message
+    up, _ = updater()
+    asyncio.run(up.apply(stream))
+    assert asyncio.run(up.remove(gone, request_mark=(0, 7))) == 2
+    assert asyncio.run(up.remove(gone, request_mark=(0, 7))) == 0  # same request again
+    without, _ = updater()
+    asyncio.run(without.apply([e for e in stream if e not in gone]))
+    a, b = up.state("acme/s1"), without.state("acme/s1")
+    assert a is not None and b is not None
+    assert _rel(a.sums_at(), b.sums_at()) <= 1e-12
+    assert a.counts == b.counts
+
+
+def test_forgetting_an_event_the_state_never_added_changes_nothing() -> None:
+    stream = events(10)
+    up, _ = updater()
+    asyncio.run(up.apply(stream[:5]))
+    before = up.state("acme/s1")
+    assert asyncio.run(up.remove([stream[7]], request_mark=(0, 1))) == 0
+    after = up.state("acme/s1")
+    assert before is not None and after is not None
+    assert bool((before.sums == after.sums).all())
+
+
+def test_dropping_a_session_writes_a_tombstone_and_keeps_others() -> None:
+    up, sink = updater()
+    asyncio.run(up.apply(events(6, "s1", partition=1) + events(6, "s2", partition=0)))
+    kept = up.state("acme/s2")
+    assert asyncio.run(up.drop([("acme/s1", 1)])) == 1
+    assert sink.log[-1] == (1, "acme/s1", None)
+    assert up.state("acme/s1") is None and "acme/s1" not in sink.latest
+    still = up.state("acme/s2")
+    assert kept is not None and still is not None and bool((kept.sums == still.sums).all())
