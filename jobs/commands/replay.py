@@ -1,0 +1,74 @@
+"""``memstack replay``, ``memstack verify`` and ``memstack stores switch``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("replay", help="rebuild stores from the log with PyFlink")
+    p.add_argument("--from", dest="start", default="earliest",
+                   help="earliest | ISO time with zone | offsets P:O,P:O (default earliest)")
+    p.add_argument("--to", dest="stop", default="end",
+                   help="end (offsets now) | ISO time | offsets P:O,P:O (default end)")
+    p.add_argument("--into", type=Path, required=True,
+                   help="stores directory: new (fresh rebuild) or existing (caught up)")
+    p.add_argument("--parallelism", type=int, default=1, help="prepare/embed subtasks")
+    p.add_argument("--worker-mode", choices=["process", "loopback"], default="process",
+                   help="Python UDF workers as processes (default) or threads of this process")
+    p.add_argument("--send-dead-letters", action="store_true",
+                   help="send dead letters to the DLQ (live already did for the same records)")
+    p.add_argument("--ignore-forget", action="store_true",
+                   help="do not honour the forget ledger (for audits only)")
+    p.set_defaults(func=_replay)
+
+    v = sub.add_parser("verify", help="compare the content hashes of two stores directories")
+    v.add_argument("a", type=Path)
+    v.add_argument("b", type=Path)
+    v.add_argument("--json", action="store_true", help="print JSON")
+    v.set_defaults(func=_verify)
+
+    s = sub.add_parser("stores", help="which stores readers serve from")
+    ss = s.add_subparsers(dest="stores_command", metavar="ACTION")
+    ss.required = True
+    sw = ss.add_parser("switch", help="serve from DIR (atomic pointer stores/current)")
+    sw.add_argument("dir", type=Path)
+    sw.set_defaults(func=_switch)
+    cur = ss.add_parser("current", help="print the stores directory readers serve from")
+    cur.set_defaults(func=_current)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from memstack.jobs.replay import main, summary
+
+    result = main(start=args.start, stop=args.stop, into=args.into,
+                  parallelism=args.parallelism, worker_mode=args.worker_mode,
+                  send_dead_letters=args.send_dead_letters,
+                  honour_forget=not args.ignore_forget)
+    print(summary(result))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from memstack.jobs.verify import main
+
+    return main(args.a, args.b, as_json=args.json)
+
+
+def _switch(args: argparse.Namespace) -> int:
+    from memstack.pipelines.replay.switch import current_stores, switch_stores
+    from memstack.settings import Settings
+
+    settings = Settings.from_env()
+    previous = switch_stores(settings, args.dir)
+    print(f"serving from {current_stores(settings)} (was {previous})")
+    return 0
+
+
+def _current(args: argparse.Namespace) -> int:
+    from memstack.pipelines.replay.switch import current_stores
+    from memstack.settings import Settings
+
+    print(current_stores(Settings.from_env()))
+    return 0

@@ -1,0 +1,16 @@
+"""The verify deployable: compare two stores directories; exit 0 when equal, 1 otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memstack.pipelines.replay.verify import compare
+
+
+def main(a: Path, b: Path, *, as_json: bool = False) -> int:
+    comparison = compare(a.resolve(), b.resolve())
+    if as_json:
+        print(comparison.to_json())
+    else:
+        print("\n".join(comparison.lines()))
+    return 0 if comparison.equal else 1

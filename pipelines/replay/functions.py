@@ -1,0 +1,219 @@
+"""The replay job's Python functions, as Flink runs them in its Python workers.
+
+Topology (see :mod:`memstack.pipelines.replay.job`)::
+
+    Kafka (bounded)  ->  link   ->  key_by(session bucket)  ->  prepare  ->  key_by(0)  ->  commit
+    p = min(N, parts)    forward     per-session order kept      p = N         one writer    p = 1
+
+- :class:`LinkOffsets` stamps each record with the offset before it in its partition.
+- :class:`PrepareStage` parses, applies the forget ledger and, when an encoder is configured,
+  embeds texts in batches: the parallel, CPU-heavy part.
+- :class:`CommitStage` is the single writer (DuckDB allows one): it restores each partition's
+  log order, then ``projector.prepare`` -> dead letters to the DLQ -> ``projector.commit``, and
+  emits a :class:`Progress` after each commit.
+
+Both keyed stages flush their last partial batch from an event-time timer at the end of time:
+a bounded source ends with the maximum watermark, which fires it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
+
+from memstack.pipelines.contracts import Plan, Projector
+from memstack.pipelines.log_reader import LogRecord
+from memstack.pipelines.replay.ordering import PartitionLinker, Resequencer
+from memstack.pipelines.replay.progress import Progress
+from memstack.pipelines.replay.source import epoch_ms, to_log_record
+from memstack.pipelines.replay.wiring import (
+    WriterConfig,
+    embed_items,
+    open_dlq_sender,
+    open_encoder,
+    open_projector,
+    remember_vectors,
+)
+from memstack.schemas.errors import InvalidEventError
+from memstack.schemas.events import parse_event
+
+log = logging.getLogger(__name__)
+
+END_OF_TIME = 2**63 - 2
+"""Timer timestamp that only the final watermark (Long.MAX_VALUE) reaches."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """A record on its way to the writer."""
+
+    record: LogRecord
+    prev: int
+    forgotten: bool = False
+    text: str | None = None
+    vector: bytes | None = None
+    """float32 bytes of the embedding of ``text``, computed by the prepare stage."""
+    read_at: float = 0.0
+    """Wall clock (epoch s) when the source side saw the record: rates include every stage."""
+
+
+def session_bucket(key: bytes | None, buckets: int) -> int:
+    """A stable bucket of the Kafka key (tenant/session): one session, one bucket."""
+    return zlib.crc32(key or b"") % buckets
+
+
+class LinkOffsets(MapFunction):  # type: ignore[misc]  # PyFlink is untyped
+    """Source side, forward-connected: adds the previous offset of the record's partition."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.linker = PartitionLinker()
+
+    def map(self, value: Any) -> Item:
+        k, v, p, o, ts, tstype = value[0], value[1], value[2], value[3], value[4], value[5]
+        record = to_log_record(self.topic, k, v, p, o, epoch_ms(ts), tstype)
+        return Item(record, self.linker.link(p, o), read_at=time.time())
+
+
+class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
+    """Parallel: forget filter and batched embedding; per-session order is kept (keyed)."""
+
+    def __init__(self, config: WriterConfig) -> None:
+        self.config = config
+        self.buffer: list[Item] = []
+        self.timed: set[int] = set()
+        self.encoder: Any = None
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        if self.config.embed_upstream:
+            self.encoder = open_encoder(self.config)
+
+    def process_element(self, value: Item, ctx: Any) -> Iterator[Item]:
+        key = ctx.get_current_key()
+        if key not in self.timed:
+            self.timed.add(key)
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+        self.buffer.append(self._filtered(value))
+        if len(self.buffer) >= self.config.embed_batch:
+            yield from self._flush()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Item]:
+        yield from self._flush()
+
+    def _filtered(self, item: Item) -> Item:
+        if self.config.forget is None or item.record.value is None:
+            return item
+        try:
+            event = parse_event(item.record.value)
+        except InvalidEventError:
+            return item  # the projector turns it into a dead letter
+        return replace(item, forgotten=True) if self.config.forget.covers(event) else item
+
+    def _flush(self) -> Iterator[Item]:
+        items, self.buffer = self.buffer, []
+        if self.encoder is not None and items:
+            items = embed_items(self.encoder, items)
+        yield from items
+
+
+@dataclass
+class _Counters:
+    applied: int = 0
+    forgotten: int = 0
+    dead_letters: int = 0
+    batches: int = 0
+    first_at: float = 0.0
+    positions: dict[int, int] = field(default_factory=dict)
+
+
+class CommitStage(KeyedProcessFunction):  # type: ignore[misc]
+    """The single writer: per-partition log order, then prepare -> DLQ -> commit."""
+
+    def __init__(self, config: WriterConfig) -> None:
+        self.config = config
+        self.projector: Projector | None = None
+        self.send_dlq: Any = None
+        self.order: Resequencer[Item] = Resequencer()
+        self.batch: list[Item] = []
+        self.counters = _Counters()
+        self.timed = False
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.projector = open_projector(self.config)
+        self.counters.positions = dict(self.projector.applied_offsets())
+        self.send_dlq = open_dlq_sender(self.config)
+
+    def close(self) -> None:
+        if self.projector is not None:
+            self.projector.close()
+        if self.send_dlq is not None:
+            self.send_dlq.close()
+
+    def process_element(self, value: Item, ctx: Any) -> Iterator[str]:
+        c = self.counters
+        c.first_at = value.read_at if c.first_at == 0.0 else min(c.first_at, value.read_at)
+        if not self.timed:
+            self.timed = True
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+        r = value.record
+        self.batch.extend(self.order.push(r.position.partition, value.prev, r.position.offset,
+                                          value))
+        if len(self.batch) >= self.config.commit_batch:
+            yield self._commit().to_json()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[str]:
+        if self.order.pending():
+            log.error("replay writer: %d records never got their predecessor",
+                      self.order.pending())
+        yield replace(self._commit(), final=True).to_json()
+
+    def _commit(self) -> Progress:
+        items, self.batch = self.batch, []
+        c = self.counters
+        if items:
+            assert self.projector is not None
+            plan = self._plan(items)
+            if plan.dead_letters:
+                self.send_dlq.send(plan.dead_letters)
+            self.projector.commit(plan)
+            c.applied += len(plan.events)
+            c.dead_letters += len(plan.dead_letters)
+            c.batches += 1
+            for p, o in plan.next_offsets.items():
+                c.positions[p] = max(c.positions.get(p, 0), o)
+        return Progress(dict(c.positions), c.applied, c.forgotten, c.dead_letters, c.batches,
+                        first_at=c.first_at, at=time.time())
+
+    def _plan(self, items: list[Item]) -> Plan:
+        assert self.projector is not None
+        kept = [i for i in items if not i.forgotten]
+        self.counters.forgotten += len(items) - len(kept)
+        if self.config.embed_upstream:
+            remember_vectors(self.projector, kept)
+        plan = self.projector.prepare([i.record for i in kept])
+        offsets = dict(plan.next_offsets)
+        for i in items:  # forgotten records still move the offsets past them
+            p, o = i.record.position.partition, i.record.position.offset
+            offsets[p] = max(offsets.get(p, 0), o + 1)
+        return replace(plan, next_offsets=offsets)
+
+
+class BucketKey:
+    """Key selector of the prepare stage: the bucket of the session key."""
+
+    def __init__(self, buckets: int) -> None:
+        self.buckets = buckets
+
+    def __call__(self, item: Item) -> int:
+        return session_bucket(item.record.key, self.buckets)
+
+
+def single_writer_key(item: Item) -> int:
+    """Every record goes to the one writer."""
+    return 0

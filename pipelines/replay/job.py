@@ -1,0 +1,174 @@
+"""The replay job: the log between two points, through the live pipeline's projector, into a
+stores directory, on PyFlink's local mini-cluster.
+
+``run_replay(spec, settings)`` resolves the bounds once (end offsets captured at start), raises
+every start to what the target stores already applied (their offsets are the truth: a replay
+over existing stores catches them up), reads the forget ledger, then runs the topology of
+:mod:`memstack.pipelines.replay.functions` and reports progress while it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from memstack.pipelines.replay.bounds import Bounds, End, Point, resolve
+from memstack.pipelines.replay.errors import ReplayJobError
+from memstack.pipelines.replay.flink_env import FlinkRuntime, WorkerMode, create_envs
+from memstack.pipelines.replay.forget import load_forget_ledger
+from memstack.pipelines.replay.progress import Progress, ProgressTracker
+from memstack.pipelines.replay.source import bounded_log
+from memstack.pipelines.replay.wiring import ProjectorFactory, WriterConfig, open_projector
+from memstack.settings import Settings
+
+log = logging.getLogger(__name__)
+
+OnProgress = Callable[[ProgressTracker, float], None]
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """What to replay, into where, how wide."""
+
+    into: Path
+    start: Point
+    stop: Point = field(default_factory=End)
+    parallelism: int = 1
+    worker_mode: WorkerMode = "process"
+    send_dead_letters: bool = False
+    """Live already sent the dead letters of the same records; a catch-up may want them."""
+    honour_forget: bool = True
+    commit_batch: int = 256
+    embed_batch: int = 64
+    work_dir: Path | None = None
+    projector_factory: ProjectorFactory | None = None
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    bounds: Bounds
+    progress: Progress | None
+    seconds: float
+    job_seconds: float
+
+    @property
+    def events(self) -> int:
+        return self.bounds.total()
+
+    @property
+    def events_per_s(self) -> float:
+        return self.bounds.total() / self.job_seconds if self.job_seconds > 0 else 0.0
+
+
+def plan_bounds(spec: ReplaySpec, settings: Settings, config: WriterConfig) -> Bounds:
+    """The offsets to replay: resolved points, each start raised to the stores' offsets."""
+    bounds = resolve(settings.bootstrap, settings.events_topic, spec.start, spec.stop)
+    projector = open_projector(config)
+    try:
+        applied = projector.applied_offsets()
+    finally:
+        projector.close()
+    caught_up = bounds.after(applied)
+    if caught_up.start != bounds.start:
+        log.info("replay: the stores already applied %s; starting at %s",
+                 dict(applied), dict(caught_up.start))
+    return caught_up
+
+
+def run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | None = None,
+               *, every_s: float = 2.0) -> ReplayResult:
+    started = time.monotonic()
+    spec.into.mkdir(parents=True, exist_ok=True)
+    config = _writer_config(spec, settings)
+    bounds = plan_bounds(spec, settings, config)
+    if bounds.total() == 0:
+        log.info("replay: nothing to do, the stores are at %s", dict(bounds.stop))
+        return ReplayResult(bounds, None, time.monotonic() - started, 0.0)
+    if spec.honour_forget:
+        config = replace(config, forget=load_forget_ledger(settings.bootstrap,
+                                                           settings.forget_topic))
+    rt = FlinkRuntime(spec.work_dir or spec.into.parent / f".{spec.into.name}.flink",
+                      spec.parallelism, spec.worker_mode)
+    tracker = ProgressTracker(bounds, time.monotonic())
+    job_started = time.monotonic()
+    final = _drive(_build(rt, settings, bounds, config), tracker, on_progress, every_s, rt)
+    job_s = time.monotonic() - job_started
+    log.info("replay: %d offsets in %.1f s (%.0f/s), %d applied, %d forgotten, "
+             "%d dead letters", bounds.total(), job_s, bounds.total() / job_s,
+             final.applied if final else 0, final.forgotten if final else 0,
+             final.dead_letters if final else 0)
+    return ReplayResult(bounds, final, time.monotonic() - started, job_s)
+
+
+def _writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
+    return WriterConfig(
+        into=spec.into.resolve(), topic=settings.events_topic, bootstrap=settings.bootstrap,
+        dlq_topic=settings.dlq_topic, send_dead_letters=spec.send_dead_letters,
+        commit_batch=spec.commit_batch, embed_batch=spec.embed_batch,
+        buckets=max(16, 16 * spec.parallelism), projector_factory=spec.projector_factory)
+
+
+def _build(rt: FlinkRuntime, settings: Settings, bounds: Bounds,
+           config: WriterConfig) -> Iterator[str]:
+    from pyflink.common import Types
+
+    from memstack.pipelines.replay.functions import (
+        BucketKey,
+        CommitStage,
+        LinkOffsets,
+        PrepareStage,
+        single_writer_key,
+    )
+
+    env, tenv = create_envs(rt)
+    source_par = max(1, min(rt.parallelism, len(bounds.partitions)))
+    env.set_parallelism(source_par)
+    rows = bounded_log(tenv, settings.bootstrap, bounds)
+    linked = rows.map(LinkOffsets(bounds.topic)).name("link").uid("replay-link") \
+        .set_parallelism(source_par)
+    prepared = linked.key_by(BucketKey(config.buckets), key_type=Types.INT()) \
+        .process(PrepareStage(config)).name("prepare").uid("replay-prepare") \
+        .set_parallelism(rt.parallelism)
+    committed = prepared.key_by(single_writer_key, key_type=Types.INT()) \
+        .process(CommitStage(config), output_type=Types.STRING()).name("commit") \
+        .uid("replay-commit").set_parallelism(1)
+    it: Iterator[str] = committed.execute_and_collect("memstack-replay")
+    return it
+
+
+def _drive(results: Iterator[str], tracker: ProgressTracker, on_progress: OnProgress | None,
+           every_s: float, rt: FlinkRuntime) -> Progress | None:
+    """Collect the writer's progress on a thread; report every ``every_s`` until the end."""
+    inbox: queue.Queue[str | BaseException | None] = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for line in results:
+                inbox.put(line)
+            inbox.put(None)
+        except BaseException as exc:  # handed to the driver thread, which raises it
+            inbox.put(exc)
+
+    threading.Thread(target=pump, name="replay-collect", daemon=True).start()
+    last_report = 0.0
+    while True:
+        try:
+            msg = inbox.get(timeout=0.5)
+        except queue.Empty:
+            msg = ""
+        now = time.monotonic()
+        if isinstance(msg, BaseException):
+            raise ReplayJobError(f"the replay job failed: {msg}; Flink's logs are in "
+                                 f"{rt.log_dir}") from msg
+        if msg:
+            tracker.update(Progress.from_json(msg), now)
+        if on_progress is not None and (msg is None or now - last_report >= every_s):
+            on_progress(tracker, now)
+            last_report = now
+        if msg is None:
+            return tracker.latest

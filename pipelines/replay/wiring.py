@@ -1,0 +1,219 @@
+"""What the replay's Python workers open: the projector, the DLQ sender, the encoder.
+
+:class:`WriterConfig` is pickled into the job's functions, so it holds only plain values and
+module-level callables.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memstack.pipelines.contracts import DeadLetter, Plan, Projector
+from memstack.pipelines.embedding import Encoder
+from memstack.pipelines.log_reader import LogRecord
+from memstack.pipelines.replay.forget import ForgetFilter
+from memstack.pipelines.stores.base import Vectors
+
+if TYPE_CHECKING:
+    from memstack.pipelines.replay.functions import Item
+    from memstack.pipelines.stores.bundle import Stores
+
+log = logging.getLogger(__name__)
+
+ProjectorFactory = Callable[["WriterConfig"], Projector]
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """Everything the workers need; no open resources."""
+
+    into: Path
+    topic: str
+    bootstrap: str
+    dlq_topic: str
+    send_dead_letters: bool = True
+    commit_batch: int = 256
+    embed_batch: int = 64
+    buckets: int = 128
+    forget: ForgetFilter | None = None
+    embed_upstream: bool = True
+    """Embed in the parallel prepare stage (off the writer's path); else in the writer."""
+    projector_factory: ProjectorFactory | None = None
+
+
+def store_projector(config: WriterConfig) -> Projector:
+    """The live pipeline's :class:`StoreProjector` over the stores in ``config.into``."""
+    from memstack.pipelines.embedding import shared_encoder
+    from memstack.pipelines.projector import StoreProjector
+    from memstack.pipelines.stores.bundle import Stores
+
+    stores = Stores.open(config.into)
+    try:
+        encoder = VectorCache(shared_encoder())
+        inner = StoreProjector(stores, encoder, config.topic, maintain_indexes=False)
+    except BaseException:
+        stores.close()
+        raise
+    return OwningProjector(inner, stores, encoder)
+
+
+class VectorCache:
+    """An :class:`Encoder` that first serves vectors computed upstream, keyed by text.
+
+    The replay's parallel stage embeds; the writer hands those vectors to the projector
+    through this cache, so the model runs off the writer's path. A miss runs the model.
+    """
+
+    def __init__(self, inner: Encoder) -> None:
+        self.inner = inner
+        self._vectors: dict[str, Vectors] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def remember(self, texts: Sequence[str], vectors: Vectors) -> None:
+        self._vectors.update(zip(texts, vectors, strict=True))
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            self.remember(missing, self.inner.encode(missing))
+        self.misses += len(missing)
+        self.hits += len(texts) - len(missing)
+        out = np.stack([self._vectors[t] for t in texts]) if texts else \
+            np.zeros((0, self.dim), dtype=np.float32)
+        self._vectors.clear()  # one batch at a time: memory stays bounded
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+
+class OwningProjector:
+    """The projector plus what it does not own: the stores (closed, indexes built, on close)."""
+
+    def __init__(self, inner: Projector, stores: Stores, cache: VectorCache) -> None:
+        self.inner = inner
+        self.stores = stores
+        self.cache = cache
+
+    def applied_offsets(self) -> dict[int, int]:
+        return self.inner.applied_offsets()
+
+    def prepare(self, records: list[LogRecord]) -> Plan:
+        return self.inner.prepare(records)
+
+    def commit(self, plan: Plan) -> None:
+        self.inner.commit(plan)
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+            if not self.stores.read_only:
+                self.stores.vectors.maintain()
+        finally:
+            self.stores.close()
+        log.info("replay writer: vectors from upstream %d, embedded in the writer %d",
+                 self.cache.hits, self.cache.misses)
+
+
+def open_projector(config: WriterConfig) -> Projector:
+    factory = config.projector_factory or store_projector
+    return factory(config)
+
+
+class DlqSender:
+    """Sends dead letters and returns once the broker acknowledged every one."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from kafka import KafkaProducer
+
+        self.topic = topic
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                       enable_idempotence=True)
+
+    def send(self, letters: Sequence[DeadLetter]) -> None:
+        from memstack.pipelines.dlq import encode
+
+        futures = []
+        for letter in letters:
+            rec = encode(letter)
+            futures.append(self._producer.send(self.topic, key=rec.key, value=rec.value,
+                                               headers=rec.headers))
+        self._producer.flush()
+        for f in futures:
+            f.get(timeout=30)
+
+    def close(self) -> None:
+        self._producer.close(timeout=10)
+
+
+class CountingDlq:
+    """For rebuilds that must not re-send what the live pipeline already sent: counts only."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def send(self, letters: Sequence[DeadLetter]) -> None:
+        self.count += len(letters)
+
+    def close(self) -> None:
+        log.info("replay: %d dead letter(s) not re-sent (send_dead_letters=False)", self.count)
+
+
+def open_dlq_sender(config: WriterConfig) -> DlqSender | CountingDlq:
+    if not config.send_dead_letters:
+        return CountingDlq()
+    return DlqSender(config.bootstrap, config.dlq_topic)
+
+
+def open_encoder(config: WriterConfig) -> Encoder:
+    from memstack.pipelines.embedding import shared_encoder
+
+    return shared_encoder().load()
+
+
+def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:
+    """Attach the embedding of each item's text (events that will have a memory row)."""
+    from dataclasses import replace
+
+    from memstack.schemas.errors import InvalidEventError
+    from memstack.schemas.events import parse_event
+
+    texts: dict[int, str] = {}
+    for n, item in enumerate(items):
+        if item.forgotten or item.record.value is None:
+            continue
+        try:
+            text = parse_event(item.record.value).text()
+        except InvalidEventError:
+            continue
+        if text and text.strip():
+            texts[n] = text
+    if not texts:
+        return items
+    vectors = encoder.encode(list(texts.values()))
+    out = list(items)
+    for (n, text), vec in zip(texts.items(), vectors, strict=True):
+        out[n] = replace(items[n], text=text, vector=vec.astype(np.float32).tobytes())
+    return out
+
+
+def remember_vectors(projector: Projector, items: list[Item]) -> None:
+    """Hand the upstream vectors of a batch to the writer's cache."""
+    if not isinstance(projector, OwningProjector):
+        return
+    pairs = [(i.text, i.vector) for i in items if i.vector is not None and i.text is not None]
+    if pairs:
+        vecs = np.stack([np.frombuffer(v, dtype=np.float32) for _, v in pairs])
+        projector.cache.remember([t for t, _ in pairs], vecs)
