@@ -1,0 +1,169 @@
+"""``memstack run``: the live pipeline as one deployable (settings + stores + Faust worker).
+
+The worker consumes ``<prefix>.events`` with faust-streaming and projects every record into the
+stores in ``--stores`` (default ``<MEMSTACK_HOME>/stores/live``). It logs its lifecycle at INFO
+and a progress line every 10 s, stops cleanly on SIGINT/SIGTERM and, with
+``--until-caught-up``, exits once the end offsets seen at start are applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafka.errors import KafkaError
+
+from memstack.errors import BrokerUnavailableError
+from memstack.pipelines.contracts import Projector
+from memstack.pipelines.live import LiveConfig
+from memstack.settings import Settings
+
+if TYPE_CHECKING:
+    from memstack.pipelines.stores.bundle import Stores
+
+log = logging.getLogger(__name__)
+
+NOISY_LOGGERS = ("faust", "mode", "aiokafka", "kafka")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``memstack run`` was asked to do."""
+
+    stores: Path | None = None
+    until_caught_up: bool = False
+    batch_max: int = 64
+    within_s: float = 0.25
+    threads: int = 2
+    session_timeout_s: float = 6.0
+
+    def stores_dir(self, settings: Settings) -> Path:
+        return self.stores if self.stores is not None else settings.stores_dir / "live"
+
+    def live_config(self) -> LiveConfig:
+        return LiveConfig(batch_max=self.batch_max, within_s=self.within_s,
+                          session_timeout_s=self.session_timeout_s,
+                          heartbeat_s=min(1.5, self.session_timeout_s / 4))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stores", type=Path, default=None,
+                        help="stores directory (default: $MEMSTACK_HOME/stores/live)")
+    parser.add_argument("--until-caught-up", action="store_true",
+                        help="exit once the end offsets seen at start are applied")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="records per batch at most (default 64, the encoder's batch)")
+    parser.add_argument("--within", type=float, default=0.25,
+                        help="seconds to wait for a full batch before a partial one (0.25)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="torch threads of the embedding model (default 2)")
+    parser.add_argument("--session-timeout", type=float, default=6.0,
+                        help="consumer-group session timeout in seconds (default 6)")
+
+
+def options_from(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(stores=args.stores, until_caught_up=args.until_caught_up,
+                      batch_max=args.batch_size, within_s=args.within, threads=args.threads,
+                      session_timeout_s=args.session_timeout)
+
+
+def open_projector(directory: Path, settings: Settings, threads: int,
+                   batch_size: int) -> tuple[Projector, Stores]:
+    """The real projector over the DuckDB + LanceDB stores in ``directory``, MiniLM encoder.
+
+    The caller owns the returned stores and closes them after the projector."""
+    from memstack.pipelines.embedding import MiniLMEncoder
+    from memstack.pipelines.projector import StoreProjector
+    from memstack.pipelines.stores.bundle import Stores
+
+    encoder = MiniLMEncoder(batch_size=batch_size, threads=threads).load()
+    stores = Stores.open(directory)
+    try:
+        return StoreProjector(stores, encoder, settings.events_topic), stores
+    except BaseException:
+        stores.close()
+        raise
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """Faust, mode and the Kafka clients log every connection at INFO; keep memstack's lines."""
+    if not verbose:
+        for name in NOISY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def run_live(settings: Settings, options: RunOptions) -> int:
+    """Run the live worker until stopped; 0 on a clean stop, 1 when a batch failed."""
+    from memstack.pipelines.faust_app import build_live_app, run_worker
+    from memstack.pipelines.log_reader import end_offsets
+
+    started = time.monotonic()
+    try:
+        ends = end_offsets(settings.bootstrap, settings.events_topic)
+    except KafkaError as exc:
+        raise BrokerUnavailableError(
+            f"no Kafka broker at {settings.bootstrap}; start one with `memstack infra up` or "
+            "set MEMSTACK_BOOTSTRAP") from exc
+    directory = options.stores_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    projector, stores = open_projector(directory, settings, options.threads, options.batch_max)
+    try:
+        live = build_live_app(settings, options.live_config(), projector)
+        if options.until_caught_up:
+            live.stop_at = ends
+        log.info("live worker: group %s, topic %s at %s, stores %s (applied %s); end offsets "
+                 "now %s; ready in %.1f s", live.app.conf.id, settings.events_topic,
+                 settings.bootstrap, directory, projector.applied_offsets(), ends,
+                 time.monotonic() - started)
+        code = run_worker(live)
+    finally:
+        stores.close()
+    log.info("live worker stopped (exit %d) after %.1f s: %d events applied, %d dead letters",
+             code, time.monotonic() - started, live.processor.stats.applied,
+             live.processor.stats.dead_letters)
+    return code
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes ``memstack run`` in a child process use ``settings``."""
+    return {**os.environ, "MEMSTACK_HOME": str(settings.home),
+            "MEMSTACK_BOOTSTRAP": settings.bootstrap,
+            "MEMSTACK_TOPIC_PREFIX": settings.topic_prefix,
+            "MEMSTACK_PARTITIONS": str(settings.partitions)}
+
+
+def spawn_worker(settings: Settings, stores: Path, *extra: str,
+                 log_path: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start ``python -m memstack.cli run --stores STORES [extra]`` as a child process
+    (tests, benchmarks); its log goes to ``log_path`` (appended) or is discarded."""
+    argv = [sys.executable, "-m", "memstack.cli", "run", "--stores", str(stores), *extra]
+    out = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(argv, env=worker_env(settings), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out)
+    finally:
+        if log_path is not None:
+            out.close()  # type: ignore[union-attr]  # a file here; the child holds its own copy
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="memstack-run", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    quiet_libraries(args.verbose)
+    return run_live(Settings.from_env(), options_from(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

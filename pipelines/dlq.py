@@ -1,0 +1,98 @@
+"""The dead-letter format of ``<prefix>.dlq``: bad records are data, kept with their reason.
+
+One DLQ record per event that failed validation:
+
+- key: ``b"{partition}:{offset}"`` of the source record (the same source record always gets the
+  same key, so a dead letter that was sent twice after a crash is recognisable);
+- value: UTF-8 JSON ``{"reason", "field", "source_topic", "source_partition", "source_offset",
+  "key_b64", "value_b64", "format"}`` with the original key and value bytes in base64 (``null``
+  when the source had none);
+- headers: the same facts for consumers that only read headers: ``memstack.dlq.reason``,
+  ``memstack.dlq.field``, ``memstack.dlq.source_topic``, ``memstack.dlq.source_partition``,
+  ``memstack.dlq.source_offset``, ``memstack.dlq.format``.
+
+Dead letters are delivered at least once: the engine waits for the broker's acknowledgement
+before it commits the batch, so a crash in between sends them again on restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from memstack.errors import MemstackError
+from memstack.pipelines.contracts import DeadLetter
+
+DLQ_FORMAT = "memstack.dlq/1"
+HEADER_PREFIX = "memstack.dlq."
+
+
+class DeadLetterFormatError(MemstackError):
+    """A DLQ record does not follow ``memstack.dlq/1``; it was not written by memstack."""
+
+
+@dataclass(frozen=True)
+class DlqRecord:
+    """A dead letter as it goes on the wire."""
+
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+def _b64(raw: bytes | None) -> str | None:
+    return None if raw is None else base64.b64encode(raw).decode("ascii")
+
+
+def encode(letter: DeadLetter) -> DlqRecord:
+    """The DLQ record for one dead letter."""
+    body = {
+        "format": DLQ_FORMAT,
+        "reason": letter.reason,
+        "field": letter.field,
+        "source_topic": letter.source_topic,
+        "source_partition": letter.partition,
+        "source_offset": letter.offset,
+        "key_b64": _b64(letter.key),
+        "value_b64": _b64(letter.value),
+    }
+    facts = {
+        "reason": letter.reason,
+        "field": letter.field,
+        "source_topic": letter.source_topic,
+        "source_partition": str(letter.partition),
+        "source_offset": str(letter.offset),
+        "format": DLQ_FORMAT,
+    }
+    headers = [(HEADER_PREFIX + name, value.encode("utf-8")) for name, value in facts.items()]
+    key = f"{letter.partition}:{letter.offset}".encode("ascii")
+    return DlqRecord(key, json.dumps(body, sort_keys=True).encode("utf-8"), headers)
+
+
+def decode(value: bytes) -> DeadLetter:
+    """Read a DLQ record's value back into a :class:`DeadLetter` (original bytes restored)."""
+    try:
+        body: dict[str, Any] = json.loads(value)
+        if body.get("format") != DLQ_FORMAT:
+            raise DeadLetterFormatError(
+                f"DLQ record has format {body.get('format')!r}, expected {DLQ_FORMAT!r}")
+        return DeadLetter(
+            source_topic=str(body["source_topic"]),
+            partition=int(body["source_partition"]),
+            offset=int(body["source_offset"]),
+            key=_unb64(body.get("key_b64")),
+            value=_unb64(body.get("value_b64")),
+            reason=str(body["reason"]),
+            field=str(body["field"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DeadLetterFormatError(
+            f"not a memstack DLQ record ({exc}); read it as raw bytes instead") from exc
+
+
+def _unb64(text: object) -> bytes | None:
+    if text is None:
+        return None
+    return base64.b64decode(str(text), validate=True)

@@ -1,0 +1,254 @@
+"""The live pipeline bound to faust-streaming: one agent that projects ``<prefix>.events``.
+
+Delivery is at-least-once (Faust's default ``processing_guarantee``); exactly-once *effects* come
+from the projector: idempotent writes and the applied offsets stored in DuckDB with the rows. The
+consumer group's committed offsets are only a hint; on assignment the processor seeks to the
+stores' offsets (see ``memstack.pipelines.live``). Faust's exactly-once transactions are not used.
+
+Nothing happens at import time: :func:`build_live_app` declares the app, its topics, the agent
+and the timers; :func:`run_worker` runs it until SIGINT/SIGTERM or until caught up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import faust
+from faust.types import TP, EventT, StreamT
+from kafka import TopicPartition
+
+from memstack.operators.log import LogPosition
+from memstack.pipelines import dlq
+from memstack.pipelines.contracts import DeadLetter, Projector
+from memstack.pipelines.live import LiveConfig, LiveProcessor
+from memstack.pipelines.log_reader import LogRecord, end_offsets, open_consumer
+from memstack.settings import Settings
+
+log = logging.getLogger(__name__)
+
+AGENT_NAME = "memstack-live-project"
+
+
+def faust_broker_url(bootstrap: str) -> str:
+    """``host:port[,host:port]`` as Faust's ``kafka://host:port;kafka://host:port``."""
+    return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server)
+
+
+def group_id(settings: Settings) -> str:
+    """The consumer group (and Faust app id) of the live pipeline for one topic prefix."""
+    return f"{settings.topic_prefix}-live"
+
+
+def record_of(message: Any) -> LogRecord:
+    """A Faust ``Message`` (raw key/value bytes) as the projector's :class:`LogRecord`."""
+    millis = round(float(message.timestamp) * 1000)  # Faust hands seconds; the log has millis
+    log_time = datetime.fromtimestamp(millis / 1000, UTC)
+    position = LogPosition(log_time, int(message.partition), int(message.offset))
+    return LogRecord(str(message.topic), message.key, message.value, position,
+                     int(message.timestamp_type))
+
+
+def probe_next_offset(bootstrap: str, topic: str, partition: int, offset: int,
+                      timeout_s: float = 5.0) -> int | None:
+    """The first offset >= ``offset`` holding a record (log start if ``offset`` is before it)."""
+    consumer = open_consumer(bootstrap, max_poll_records=1)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, offset)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for messages in consumer.poll(timeout_ms=500).values():
+                if messages:
+                    return int(messages[0].offset)
+        return None
+    finally:
+        consumer.close()
+
+
+@dataclass
+class LiveApp:
+    """The Faust app of the live pipeline with its processor and run-time state."""
+
+    settings: Settings
+    config: LiveConfig
+    app: faust.App
+    processor: LiveProcessor
+    stop_at: Mapping[int, int] | None = None
+    """Stop once every partition's applied offset reaches these (``--until-caught-up``)."""
+    failure: BaseException | None = None
+    caught_up: bool = False
+    rebalances: set[asyncio.Future[None]] = field(default_factory=set)
+    _last: tuple[float, int] = field(default=(0.0, 0))
+
+    def request_stop(self, why: str) -> None:
+        """Stop the worker the way SIGTERM does (the worker's own handler runs)."""
+        log.info("stopping the live worker: %s", why)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def faust_settings(settings: Settings, config: LiveConfig) -> dict[str, Any]:
+    datadir = settings.home / "faust"
+    datadir.mkdir(parents=True, exist_ok=True)
+    return {
+        "broker": faust_broker_url(settings.bootstrap),
+        "datadir": str(datadir),
+        "autodiscover": False,
+        "web_enabled": False,
+        "broker_session_timeout": config.session_timeout_s,
+        "broker_heartbeat_interval": config.heartbeat_s,
+        "broker_commit_interval": config.commit_interval_s,
+        "consumer_auto_offset_reset": "earliest",
+        "topic_allow_declare": config.allow_declare_topics,
+        "topic_disable_leader": True,
+        "producer_acks": -1,
+        "stream_wait_empty": False,
+        "processing_guarantee": "at_least_once",
+    }
+
+
+class _App(faust.App):
+    """Faust's app with a hook after each rebalance's seek to the group's committed offsets."""
+
+    after_rebalance: Callable[[], None] | None = None
+
+    def on_rebalance_end(self) -> None:
+        super().on_rebalance_end()
+        if self.after_rebalance is not None:
+            self.after_rebalance()
+
+
+def build_live_app(settings: Settings, config: LiveConfig, projector: Projector) -> LiveApp:
+    """Declare the Faust app: raw-bytes events topic, the projecting agent, hooks and timers."""
+    app = _App(group_id(settings), **faust_settings(settings, config))
+    events = app.topic(settings.events_topic, key_type=bytes, value_type=bytes,
+                       key_serializer="raw", value_serializer="raw")
+
+    async def send_dead_letters(letters: list[DeadLetter]) -> None:
+        producer = await app.maybe_start_producer()
+        pending = []
+        for letter in letters:
+            rec = dlq.encode(letter)
+            pending.append(await producer.send(settings.dlq_topic, rec.key, rec.value, None,
+                                               None, rec.headers))
+        await asyncio.gather(*pending)  # the broker acknowledged every dead letter
+
+    async def seek(partition: int, offset: int) -> None:
+        await app.consumer.seek(TP(settings.events_topic, partition), offset)
+
+    def probe(partition: int, offset: int) -> int | None:
+        return probe_next_offset(settings.bootstrap, settings.events_topic, partition, offset)
+
+    live = LiveApp(settings, config, app,
+                   LiveProcessor(projector, send_dead_letters, seek, probe))
+    _declare_agent(live, events)
+    _declare_hooks(live)
+    return live
+
+
+def _declare_agent(live: LiveApp, events: faust.TopicT) -> None:
+    cfg = live.config
+
+    async def project(stream: StreamT[bytes]) -> None:
+        # take_events is faust-streaming's (StreamT's stub lacks it): events keep their message.
+        batches = stream.take_events(cfg.batch_max, within=cfg.within_s)  # type: ignore[attr-defined]
+        async for batch in batches:
+            records = [record_of(event.message) for event in _events(batch)]
+            try:
+                await live.processor.process(records)
+            except Exception as exc:
+                live.failure = exc
+                log.exception("projecting a batch of %d records failed; stopping the worker "
+                              "(the stores keep their last committed batch)", len(records))
+                live.request_stop("a batch failed")
+                raise
+
+    live.app.agent(events, name=AGENT_NAME, concurrency=1)(project)
+
+
+def _events(batch: Sequence[EventT[bytes]]) -> list[EventT[bytes]]:
+    return list(batch)
+
+
+def _declare_hooks(live: LiveApp) -> None:
+    app, topic = live.app, live.settings.events_topic
+    assert isinstance(app, _App)
+
+    # Faust seeks every assigned partition to the group's committed offset when a rebalance
+    # ends (Recovery._resume_streams -> perform_seek), after the on_partitions_assigned signal;
+    # so the stores' offsets are applied from on_rebalance_end, which runs after that seek.
+    def after_rebalance() -> None:
+        mine = sorted(tp.partition for tp in app.consumer.assignment() if tp.topic == topic)
+        future = asyncio.ensure_future(live.processor.on_assigned(mine))
+        live.rebalances.add(future)
+        future.add_done_callback(_rebalance_done(live))
+
+    app.after_rebalance = after_rebalance
+
+    @app.timer(live.config.progress_every_s)  # type: ignore[untyped-decorator]  # faust's decorator is untyped
+    async def progress() -> None:
+        await log_progress(live)
+
+    @app.timer(0.5)  # type: ignore[untyped-decorator]
+    async def until_caught_up() -> None:
+        if live.stop_at is None or live.caught_up:
+            return
+        applied = live.processor.applied_offsets()
+        if all(applied.get(p, 0) >= end for p, end in live.stop_at.items()):
+            live.caught_up = True
+            await log_progress(live)
+            live.request_stop(f"caught up with the end offsets seen at start {dict(live.stop_at)}")
+
+
+def _rebalance_done(live: LiveApp) -> Callable[[asyncio.Future[None]], None]:
+    def done(future: asyncio.Future[None]) -> None:
+        live.rebalances.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            live.failure = future.exception()
+            log.error("seeking to the stores' offsets failed: %r", live.failure)
+            live.request_stop("the seek after a rebalance failed")
+    return done
+
+
+async def log_progress(live: LiveApp) -> None:
+    """One INFO line: applied vs end offset per partition, rate since the last line."""
+    loop = asyncio.get_running_loop()
+    settings = live.settings
+    try:
+        ends = await loop.run_in_executor(None, end_offsets, settings.bootstrap,
+                                          settings.events_topic)
+    except Exception as exc:  # progress must never stop the pipeline
+        log.warning("progress: could not read end offsets: %s", exc)
+        return
+    stats = live.processor.stats
+    now = time.monotonic()
+    last_t, last_n = live._last
+    rate = (stats.applied - last_n) / (now - last_t) if last_t else 0.0
+    live._last = (now, stats.applied)
+    applied = live.processor.applied_offsets()
+    parts = ", ".join(f"p{p} {applied.get(p, 0)}/{end}" for p, end in sorted(ends.items()))
+    lag = sum(max(0, end - applied.get(p, 0)) for p, end in ends.items())
+    log.info("progress: %s; lag %d; %d events applied, %d dead letters, %.1f events/s",
+             parts, lag, stats.applied, stats.dead_letters, rate)
+
+
+def run_worker(live: LiveApp, loglevel: str = "WARNING") -> int:
+    """Run the Faust worker until SIGINT/SIGTERM (or caught up); 0 when it stopped cleanly."""
+    worker = faust.Worker(live.app, loglevel=loglevel, quiet=True, redirect_stdouts=False,
+                          override_logging=False, workdir=str(Path(live.settings.home)))
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        log.debug("faust worker exited with %s", exc.code)
+    finally:
+        live.processor.close()
+    return 1 if live.failure is not None else 0

@@ -1,0 +1,198 @@
+"""The live pipeline's engine glue: batches of log records in, exactly-once store effects out.
+
+:class:`LiveProcessor` is what the Faust agent (``memstack.pipelines.faust_app``) calls for each
+batch; it knows nothing of Faust, so its logic is tested without a broker. Per batch:
+
+1. keep, per partition, only the records that continue the stores' applied offsets (records
+   before them are passed on and the projector skips them; records after a gap are held back and
+   the consumer is sought back to the first missing offset);
+2. ``plan = projector.prepare(records)``;
+3. send ``plan.dead_letters`` to the DLQ and wait for the acknowledgements;
+4. ``projector.commit(plan)`` (rows and offsets in one DuckDB transaction; LanceDB merged by id).
+
+The stores' applied offsets are the truth, not the consumer group's committed offsets: those
+only save re-reading. A gap (a record whose offset is past the next expected one) is checked
+against the log itself with :data:`Probe` before any record after it is applied, so a consumer
+that resumed from a group offset ahead of the stores (stores rebuilt, restored or replaced)
+never skips records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from memstack.pipelines.contracts import DeadLetter, Plan, Projector
+from memstack.pipelines.log_reader import LogRecord
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SendDeadLetters = Callable[[list[DeadLetter]], Awaitable[None]]
+"""Produce dead letters to the DLQ and return once the broker acknowledged all of them."""
+
+Seek = Callable[[int, int], Awaitable[None]]
+"""Move the consumer's position of ``partition`` to ``offset``."""
+
+Probe = Callable[[int, int], int | None]
+"""The first offset >= ``offset`` that holds a record in ``partition`` (None: none yet).
+Blocking; it runs on a helper thread."""
+
+SEEK_AHEAD_MIN = 100
+"""Seek forward when a partition delivers records this far behind the applied offset."""
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """How the live worker batches and where it keeps its state."""
+
+    batch_max: int = 64
+    """Records per batch at most (the encoder's batch size is a good value)."""
+    within_s: float = 0.25
+    """Flush a partial batch after this long: the freshness/throughput trade-off."""
+    session_timeout_s: float = 6.0
+    """Consumer-group session timeout; Kafka's and Faust's defaults make joins take 20-60 s."""
+    heartbeat_s: float = 1.5
+    commit_interval_s: float = 1.0
+    """How often Faust commits acknowledged offsets to the group (a hint only; see above)."""
+    progress_every_s: float = 10.0
+    allow_declare_topics: bool = False
+    """Let Faust create its internal topics (changelogs of tables); memstack's own topics
+    always come from ``memstack infra up``."""
+
+
+@dataclass
+class LiveStats:
+    """Counters for progress lines; owned by the processor's event loop."""
+
+    records: int = 0
+    applied: int = 0
+    dead_letters: int = 0
+    batches: int = 0
+    gaps: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class LiveProcessor:
+    """Applies batches of records through a :class:`Projector`, exactly once in effect."""
+
+    def __init__(self, projector: Projector, send_dead_letters: SendDeadLetters, seek: Seek,
+                 probe: Probe) -> None:
+        self._projector = projector
+        self._send = send_dead_letters
+        self._seek = seek
+        self._probe = probe
+        # One thread owns the projector (DuckDB connections are not shared across threads);
+        # another runs blocking broker look-ups so they never wait behind a batch.
+        self._store_thread = ThreadPoolExecutor(1, thread_name_prefix="memstack-store")
+        self._io_thread = ThreadPoolExecutor(1, thread_name_prefix="memstack-probe")
+        self._next: dict[int, int] = {}
+        self._probed: dict[int, tuple[int, int]] = {}
+        self._sought_ahead: dict[int, int] = {}
+        self.stats = LiveStats()
+
+    async def _on_store(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._store_thread, fn, *args)
+
+    async def load_offsets(self) -> dict[int, int]:
+        """Read the applied offsets from the stores (the truth) into the processor."""
+        applied = await self._on_store(self._projector.applied_offsets)
+        self._next = dict(applied)
+        self._probed.clear()
+        self._sought_ahead.clear()
+        return dict(applied)
+
+    def applied_offsets(self) -> dict[int, int]:
+        """The next offset per partition, as of the last committed batch."""
+        return dict(self._next)
+
+    async def on_assigned(self, partitions: Sequence[int]) -> None:
+        """On (re)assignment: reload the stores' offsets and seek there."""
+        applied = await self.load_offsets()
+        for partition in partitions:
+            await self._seek(partition, applied.get(partition, 0))
+        log.info("assigned partitions %s; resuming at stored offsets %s", sorted(partitions),
+                 {p: applied.get(p, 0) for p in sorted(partitions)})
+
+    async def process(self, records: Sequence[LogRecord]) -> Plan | None:
+        """Apply one batch; return the committed plan (None when nothing was left to apply)."""
+        self.stats.records += len(records)
+        kept = await self._continuous(records)
+        if not kept:
+            return None
+        plan = await self._on_store(self._projector.prepare, kept)
+        if plan.dead_letters:
+            await self._send(plan.dead_letters)
+            for letter in plan.dead_letters:
+                log.warning("dead letter %s:%d@%d: %s (%s)", letter.source_topic,
+                            letter.partition, letter.offset, letter.reason, letter.field)
+        await self._on_store(self._projector.commit, plan)
+        for partition, offset in plan.next_offsets.items():
+            self._next[partition] = max(self._next.get(partition, 0), offset)
+        self.stats.applied += len(plan.events)
+        self.stats.dead_letters += len(plan.dead_letters)
+        self.stats.batches += 1
+        return plan
+
+    async def _continuous(self, records: Sequence[LogRecord]) -> list[LogRecord]:
+        by_partition: dict[int, list[LogRecord]] = {}
+        for record in records:
+            by_partition.setdefault(record.position.partition, []).append(record)
+        kept: list[LogRecord] = []
+        for partition, recs in sorted(by_partition.items()):
+            recs.sort(key=lambda r: r.position.offset)
+            kept.extend(await self._continuous_run(partition, recs))
+        return kept
+
+    async def _continuous_run(self, partition: int, recs: list[LogRecord]) -> list[LogRecord]:
+        """The records of one partition up to the first gap that the log does not confirm."""
+        expected = self._next.get(partition, 0)
+        await self._maybe_seek_ahead(partition, recs[-1].position.offset, expected)
+        kept: list[LogRecord] = []
+        for record in recs:
+            offset = record.position.offset
+            if offset > expected and not await self._gap_is_real(partition, expected, offset):
+                return kept
+            kept.append(record)
+            expected = max(expected, offset + 1)
+        return kept
+
+    async def _gap_is_real(self, partition: int, expected: int, offset: int) -> bool:
+        """True when no record exists in ``[expected, offset)``; else seek back to ``expected``."""
+        probed = self._probed.get(partition)
+        if probed is None or probed[0] != expected:
+            loop = asyncio.get_running_loop()
+            true_next = await loop.run_in_executor(self._io_thread, self._probe, partition,
+                                                   expected)
+            if true_next is None:  # the log did not answer: hold back and read again
+                await self._seek(partition, expected)
+                return False
+            probed = (expected, true_next)
+            self._probed[partition] = probed
+            if probed[1] < offset:
+                self.stats.gaps += 1
+                log.warning("partition %d delivered offset %d but the stores expect %d next; "
+                            "seeking back to %d", partition, offset, expected, probed[1])
+                await self._seek(partition, probed[1])
+        return probed[1] >= offset
+
+    async def _maybe_seek_ahead(self, partition: int, last: int, expected: int) -> None:
+        if last + SEEK_AHEAD_MIN < expected and self._sought_ahead.get(partition) != expected:
+            self._sought_ahead[partition] = expected
+            log.info("partition %d delivers offset %d, already applied up to %d; seeking ahead",
+                     partition, last, expected)
+            await self._seek(partition, expected)
+
+    def close(self) -> None:
+        """Close the projector on its own thread, then stop the helper threads."""
+        try:
+            self._store_thread.submit(self._projector.close).result()
+        finally:
+            self._store_thread.shutdown(wait=True)
+            self._io_thread.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,171 @@
+"""LiveProcessor: batches in, projector calls out; gaps held back, dead letters before commit.
+
+Uses an in-memory projector double (pure logic, no stores, no broker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+from memstack.operators.log import LogPosition
+from memstack.pipelines.contracts import DeadLetter, Plan
+from memstack.pipelines.faust_app import faust_broker_url, record_of
+from memstack.pipelines.live import LiveProcessor
+from memstack.pipelines.log_reader import LogRecord
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def rec(partition: int, offset: int, value: bytes = b"{}") -> LogRecord:
+    return LogRecord("t.events", b"k", value, LogPosition(T0, partition, offset), 1)
+
+
+class DoubleProjector:
+    """Skips applied offsets, dead-letters values that are not JSON objects, logs its calls."""
+
+    def __init__(self, applied: dict[int, int] | None = None) -> None:
+        self.applied = dict(applied or {})
+        self.rows: list[tuple[int, int]] = []
+        self.calls: list[str] = []
+
+    def applied_offsets(self) -> dict[int, int]:
+        return dict(self.applied)
+
+    def prepare(self, records: list[LogRecord]) -> Plan:
+        self.calls.append("prepare")
+        fresh = [r for r in records
+                 if r.position.offset >= self.applied.get(r.position.partition, 0)]
+        dead = [DeadLetter(r.topic, r.position.partition, r.position.offset, r.key, r.value,
+                           "not an object", "$")
+                for r in fresh if not (r.value or b"").startswith(b"{")]
+        nxt: dict[int, int] = {}
+        for r in fresh:
+            nxt[r.position.partition] = r.position.offset + 1
+        plan = Plan([], [], dead, nxt)
+        self._pending = [(r.position.partition, r.position.offset) for r in fresh
+                         if (r.value or b"").startswith(b"{")]
+        return plan
+
+    def commit(self, plan: Plan) -> None:
+        self.calls.append("commit")
+        self.rows.extend(self._pending)
+        self.applied.update(plan.next_offsets)
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+class Harness:
+    def __init__(self, applied: dict[int, int] | None = None,
+                 log_offsets: dict[int, list[int]] | None = None) -> None:
+        self.projector = DoubleProjector(applied)
+        self.sent: list[DeadLetter] = []
+        self.seeks: list[tuple[int, int]] = []
+        self.probes: list[tuple[int, int]] = []
+        self.log_offsets = log_offsets or {}
+        self.processor = LiveProcessor(self.projector, self._send, self._seek, self._probe)
+
+    async def _send(self, letters: list[DeadLetter]) -> None:
+        self.projector.calls.append("send")
+        self.sent.extend(letters)
+
+    async def _seek(self, partition: int, offset: int) -> None:
+        self.seeks.append((partition, offset))
+
+    def _probe(self, partition: int, offset: int) -> int | None:
+        self.probes.append((partition, offset))
+        return next((o for o in self.log_offsets.get(partition, []) if o >= offset), None)
+
+    def run(self, *batches: list[LogRecord]) -> None:
+        async def go() -> None:
+            await self.processor.load_offsets()
+            for batch in batches:
+                await self.processor.process(batch)
+        asyncio.run(go())
+
+
+def test_dead_letters_are_sent_before_the_commit_and_valid_records_around_them_kept() -> None:
+    h = Harness()
+    h.run([rec(0, 0), rec(0, 1, b"garbage"), rec(0, 2), rec(1, 0)])
+    assert h.projector.calls == ["prepare", "send", "commit"]
+    assert [(d.partition, d.offset) for d in h.sent] == [(0, 1)]
+    assert sorted(h.projector.rows) == [(0, 0), (0, 2), (1, 0)]
+    assert h.processor.applied_offsets() == {0: 3, 1: 1}
+    assert h.processor.stats.dead_letters == 1
+
+
+def test_records_before_the_applied_offsets_are_skipped_not_reapplied() -> None:
+    h = Harness(applied={0: 2})
+    h.run([rec(0, 0), rec(0, 1), rec(0, 2), rec(0, 3)])
+    assert h.projector.rows == [(0, 2), (0, 3)]
+    assert h.seeks == []
+
+
+def test_far_behind_partition_seeks_ahead_once() -> None:
+    h = Harness(applied={0: 500})
+    h.run([rec(0, 0), rec(0, 1)], [rec(0, 2), rec(0, 3)])
+    assert h.seeks == [(0, 500)]
+    assert h.projector.rows == []
+
+
+def test_gap_is_held_back_and_consumer_sought_to_the_first_missing_offset() -> None:
+    h = Harness(applied={0: 5}, log_offsets={0: list(range(20))})
+    h.run([rec(0, 10), rec(0, 11), rec(1, 0)], [rec(0, 12)], [rec(0, o) for o in range(5, 13)])
+    assert h.seeks == [(0, 5)]
+    assert h.probes == [(0, 5)]  # one probe per missing offset, not per stale batch
+    assert h.projector.rows == [(1, 0)] + [(0, o) for o in range(5, 13)]
+    assert h.processor.stats.gaps == 1
+
+
+def test_gap_the_log_confirms_is_accepted() -> None:
+    h = Harness(applied={0: 5}, log_offsets={0: [0, 1, 2, 3, 4, 9, 10]})
+    h.run([rec(0, 9), rec(0, 10)])
+    assert h.projector.rows == [(0, 9), (0, 10)]
+    assert h.seeks == []
+
+
+def test_unanswered_probe_holds_back_and_probes_again() -> None:
+    h = Harness(applied={0: 5}, log_offsets={})
+    h.run([rec(0, 9)], [rec(0, 9)])
+    assert h.projector.rows == []
+    assert h.probes == [(0, 5), (0, 5)]
+    assert h.seeks == [(0, 5), (0, 5)]
+
+
+def test_failed_dead_letter_send_does_not_commit() -> None:
+    h = Harness()
+
+    async def refuse(letters: list[DeadLetter]) -> None:
+        raise RuntimeError("broker down")
+
+    h.processor._send = refuse
+    with pytest.raises(RuntimeError):
+        h.run([rec(0, 0, b"garbage")])
+    assert "commit" not in h.projector.calls
+    assert h.processor.applied_offsets() == {}
+
+
+def test_on_assigned_reloads_and_seeks_to_stored_offsets() -> None:
+    h = Harness(applied={0: 7, 2: 3})
+
+    async def go() -> None:
+        await h.processor.on_assigned([0, 1, 2])
+
+    asyncio.run(go())
+    assert h.seeks == [(0, 7), (1, 0), (2, 3)]
+
+
+def test_faust_message_becomes_log_record_with_the_log_time_in_millis() -> None:
+    message = SimpleNamespace(topic="t.events", partition=1, offset=9, timestamp=1764000000.123,
+                              timestamp_type=1, key=b"k", value=b"v")
+    record = record_of(message)
+    assert record.position == LogPosition(datetime.fromtimestamp(1764000000123 / 1000, UTC), 1, 9)
+    assert (record.key, record.value, record.timestamp_type) == (b"k", b"v", 1)
+
+
+def test_broker_url() -> None:
+    assert faust_broker_url("a:1,b:2") == "kafka://a:1;kafka://b:2"
