@@ -79,11 +79,12 @@ def open_projector(directory: Path, settings: Settings, threads: int,
     """The real projector over the DuckDB + LanceDB stores in ``directory``, MiniLM encoder.
 
     The caller owns the returned stores and closes them after the projector."""
-    from memstack.pipelines.embedding import MiniLMEncoder
+    from memstack.pipelines.embedding import CachingEncoder, MiniLMEncoder
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
-    encoder = MiniLMEncoder(batch_size=batch_size, threads=threads).load()
+    # One cache in front of the model: the session state re-reads the turns' vectors from it.
+    encoder = CachingEncoder(MiniLMEncoder(batch_size=batch_size, threads=threads).load())
     stores = Stores.open(directory)
     try:
         return StoreProjector(stores, encoder, settings.events_topic), stores

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -120,3 +121,46 @@ def shared_encoder() -> MiniLMEncoder:
         if _shared is None:
             _shared = MiniLMEncoder()
         return _shared
+
+
+class CachingEncoder:
+    """An encoder that remembers the vectors of recent texts (LRU, keyed by text).
+
+    The live worker embeds a turn once for its memory row and once for the session state; with
+    one ``CachingEncoder`` in front of the model the second is a lookup. Vectors are the
+    model's own, so results are unchanged up to the model's batch-to-batch float noise.
+    """
+
+    def __init__(self, inner: Encoder, capacity: int = 8192) -> None:
+        self.inner = inner
+        self.capacity = capacity
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            known = {t: self._cache[t] for t in texts if t in self._cache}
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            known.update(zip(missing, self.inner.encode(missing), strict=True))
+        with self._lock:
+            self.misses += len(missing)
+            self.hits += len(texts) - len(missing)
+            for text in texts:
+                self._cache[text] = known[text]
+                self._cache.move_to_end(text)
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
+        return np.ascontiguousarray(np.stack([known[t] for t in texts]), dtype=np.float32)

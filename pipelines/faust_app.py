@@ -31,6 +31,15 @@ from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter, Projector
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import LogRecord, end_offsets, open_consumer
+from memstack.pipelines.session_state_table import (
+    FaustTableSink,
+    SessionStateUpdater,
+    StatefulProjector,
+    changelog_topic,
+    define_table,
+    ensure_changelog_topic,
+    loop_runner,
+)
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -148,11 +157,25 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector)
     def probe(partition: int, offset: int) -> int | None:
         return probe_next_offset(settings.bootstrap, settings.events_topic, partition, offset)
 
+    projector = _with_session_state(app, settings, projector)
     live = LiveApp(settings, config, app,
                    LiveProcessor(projector, send_dead_letters, seek, probe))
     _declare_agent(live, events)
     _declare_hooks(live)
     return live
+
+
+def _with_session_state(app: faust.App, settings: Settings, projector: Projector) -> Projector:
+    """Keep each session's recurrent state in a Faust table (changelog-backed, durable)."""
+    encoder = getattr(projector, "encoder", None)
+    if encoder is None:
+        log.warning("projector has no encoder: session state is off for this worker")
+        return projector
+    ensure_changelog_topic(settings.bootstrap, changelog_topic(group_id(settings)),
+                           settings.partitions)
+    sink = FaustTableSink(define_table(app, settings.partitions))
+    updater = SessionStateUpdater(sink, sink, encoder)
+    return StatefulProjector(projector, updater, loop_runner(app.loop))
 
 
 def _declare_agent(live: LiveApp, events: faust.TopicT) -> None:

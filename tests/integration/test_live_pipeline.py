@@ -15,7 +15,10 @@ from memstack.client import MemoryClient
 from memstack.jobs.run import spawn_worker
 from memstack.operators.log import LogPosition
 from memstack.pipelines import dlq
+from memstack.operators.state_codec import restore_sums
+from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import end_offsets, read_bounded
+from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event, EventKind, parse_event
 from memstack.settings import Settings
@@ -92,3 +95,9 @@ def test_emitted_events_land_in_both_stores_and_malformed_one_in_dlq(
     assert (letter.partition, letter.offset) == bad
     assert letters[0].key == f"{bad_partition}:{bad_offset}".encode()
     assert letter.value == MALFORMED and letter.reason
+
+    # The session's recurrent state lives in the worker's Faust table; its changelog holds it.
+    snapshots = latest_snapshots(topics.bootstrap, changelog_topic(group_id(topics)))
+    state = restore_sums(snapshots[f"acme/{SESSION}"])
+    assert sorted(state.counts) == [1, 10]  # one fact item, ten turn items
+    assert state.marks[f"p{bad_partition}"] == max(p.offset for p in neighbours) + 1
