@@ -99,8 +99,13 @@ class MiniLMEncoder:
 def _load(path: Path, threads: int) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     import torch
+    import transformers
     from sentence_transformers import SentenceTransformer
+
+    transformers.logging.disable_progress_bar()  # no "Loading weights" bar on every start
+    transformers.logging.set_verbosity_error()
 
     torch.set_num_threads(threads)
     log.info("loading %s from %s (%d torch threads)", MODEL_NAME, path, threads)
