@@ -388,6 +388,9 @@ def run(quick: bool, report: Report) -> Result:
     batch = 8192 if device == "cuda" else 1024
     speed = throughput(data, headline, batch, 3 if quick else 5, device, report)
     figures.update(speed)
+    from memstack.jobs.bench.consolidate_actor import actor_throughput
+
+    figures.update(actor_throughput(data, headline, batch, 3 if quick else 5, device, report))
     for dim in [] if quick else [d for d in dims if d != headline]:
         figures[f"updates_per_s_D{dim}"] = throughput(data, dim, batch, 3, device,
                                                       report)["updates_per_s"]
