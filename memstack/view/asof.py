@@ -1,0 +1,137 @@
+"""As-of coordinates: parsing them, and the predicates that apply them to every row kind.
+
+A row answers a query as of ``(valid, known)`` when ``vt_from <= valid < vt_to`` (``vt_to``
+null = open) and it was known: ``tt_from <= known < tt_to`` for a time, or its event lies inside
+the :class:`LogCut` for a log position. The predicates here are the one definition used by
+``facts``, ``records`` and ``search`` (as a LanceDB prefilter, applied before ranking).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+from typing import Protocol
+
+from memstack.operators.log import LogPosition
+from memstack.schemas.events import format_time
+from memstack.view.errors import InvalidAsOfError
+from memstack.view.types import AsOf, Known, LogCut
+
+_CUT = re.compile(r"^\s*\d+\s*:\s*\d+\s*(,\s*\d+\s*:\s*\d+\s*)*$")
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(value: datetime, name: str) -> datetime:
+    """``value`` in UTC; a naive datetime is an error (it would be silently misread)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidAsOfError(f"{name}={value.isoformat()} is naive; give a UTC time (…Z)")
+    return value.astimezone(UTC)
+
+
+def parse_time(text: str, name: str = "time") -> datetime:
+    """``now``, an RFC 3339 time with a zone, or a date (midnight UTC)."""
+    raw = text.strip()
+    if raw.lower() == "now":
+        return now()
+    try:
+        if len(raw) == 10:
+            return datetime.combine(date.fromisoformat(raw), datetime.min.time(), UTC)
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidAsOfError(
+            f"{name}={text!r} is not a time; use RFC 3339 like 2024-05-01T12:00:00Z, a date "
+            "like 2024-05-01, or now") from exc
+    return aware(value, name)
+
+
+def parse_cut(text: str) -> LogCut:
+    """``"0:120,1:98"`` -> ``LogCut({0: 120, 1: 98})``."""
+    if not _CUT.match(text):
+        raise InvalidAsOfError(
+            f"known={text!r} is not a log position; use partition:next_offset pairs like "
+            "0:120,1:98")
+    pairs = [part.split(":") for part in text.split(",")]
+    offsets: dict[int, int] = {}
+    for p, o in pairs:
+        if int(p) in offsets:
+            raise InvalidAsOfError(f"known={text!r} names partition {int(p)} twice")
+        offsets[int(p)] = int(o)
+    return LogCut.of(offsets)
+
+
+def parse_known(text: str) -> Known:
+    """A transaction time or a log position (``partition:next_offset`` pairs)."""
+    return parse_cut(text) if _CUT.match(text) else parse_time(text, "known")
+
+
+def resolve(valid: datetime | str | None = None,
+            known: datetime | LogCut | dict[int, int] | str | None = None) -> AsOf:
+    """Coordinates from user input; both default to now."""
+    at = now()
+    if isinstance(valid, str):
+        valid = parse_time(valid, "valid")
+    if isinstance(known, str):
+        known = parse_known(known)
+    elif isinstance(known, dict):
+        known = LogCut.of(known)
+    vt = at if valid is None else aware(valid, "valid")
+    tt: Known = at if known is None else known
+    if isinstance(tt, datetime):
+        tt = aware(tt, "known")
+    return AsOf(vt, tt)
+
+
+def lance_time(value: datetime) -> str:
+    """A LanceDB (DataFusion) timestamp literal, microsecond precision, UTC."""
+    return f"timestamp '{format_time(value)}'"
+
+
+def cut_predicate(cut: LogCut, partition: str, offset: str) -> str:
+    """SQL: the row's event lies inside the cut (``false`` for an empty cut)."""
+    parts = [f"({partition} = {p} AND {offset} < {o})" for p, o in cut.offsets if o > 0]
+    return "(" + " OR ".join(parts) + ")" if parts else "false"
+
+
+def memory_predicate(as_of: AsOf) -> str:
+    """The as-of prefilter of the ``memories`` table (LanceDB SQL)."""
+    v = lance_time(as_of.valid)
+    clauses = [f"vt_from <= {v}", f"(vt_to IS NULL OR vt_to > {v})"]
+    cut = as_of.known_cut
+    if cut is not None:
+        clauses.append(cut_predicate(cut, "`partition`", "`offset`"))
+    else:
+        k = lance_time(as_of.known_time or now())
+        clauses += [f"tt_from <= {k}", f"(tt_to IS NULL OR tt_to > {k})"]
+    return " AND ".join(clauses)
+
+
+class HasRecordTimes(Protocol):
+    @property
+    def vt_from(self) -> datetime: ...
+    @property
+    def vt_to(self) -> datetime | None: ...
+    @property
+    def tt(self) -> datetime: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+
+
+def record_visible(row: HasRecordTimes, as_of: AsOf) -> bool:
+    """Whether a raw record answers as of ``as_of`` (records are never superseded)."""
+    if not (row.vt_from <= as_of.valid and (row.vt_to is None or row.vt_to > as_of.valid)):
+        return False
+    cut = as_of.known_cut
+    if cut is not None:
+        return cut.knows(row.partition, row.offset)
+    return row.tt <= (as_of.known_time or now())
+
+
+def before(position: tuple[datetime, int, int]) -> LogPosition:
+    """The last log position strictly before ``position`` (offsets are integers)."""
+    log_time, partition, offset = position
+    return LogPosition(log_time, partition, offset - 1)

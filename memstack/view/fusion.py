@@ -1,0 +1,72 @@
+"""Reciprocal rank fusion of full-text and vector candidates (pure).
+
+Each retriever returns its candidates already filtered by tenant, scope and the as-of predicate
+(a prefilter inside the store), so fusion only ranks rows that answer the query. A row's fused
+score is ``sum over retrievers of weight / (rrf_k + rank)`` (weighted reciprocal rank fusion,
+after Cormack et al., 2009); rank-based fusion needs no calibration between BM25 scores and
+cosine distances.
+
+The constants were chosen on LoCoMo conversations 0-1 only (the ``--quick`` set; a grid over
+``rrf_k`` in {5, 10, 20, 30, 60} and BM25 weight in {1, 1.5, 2, 3, 4}) and checked on the held-out
+conversations 2-9: evidence recall@10 0.632 vs. 0.607 for BM25 alone and 0.420 for vectors
+alone (the textbook ``rrf_k = 60`` with equal weights gave 0.545, below BM25, because MiniLM
+is much weaker than BM25 on these chat turns). See docs/queries.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memstack.operators.mutations import MemoryRow
+from memstack.pipelines.stores.base import MemoryHit
+from memstack.view.types import ScoreParts, SearchHit
+
+RRF_K = 5
+"""The fusion constant: larger flattens the advantage of the very first ranks."""
+BM25_WEIGHT = 1.5
+VECTOR_WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class _Entry:
+    row: MemoryRow
+    bm25_rank: int | None = None
+    bm25_score: float | None = None
+    vector_rank: int | None = None
+    vector_distance: float | None = None
+
+    def fused(self, rrf_k: int) -> float:
+        score = 0.0
+        if self.bm25_rank is not None:
+            score += BM25_WEIGHT / (rrf_k + self.bm25_rank)
+        if self.vector_rank is not None:
+            score += VECTOR_WEIGHT / (rrf_k + self.vector_rank)
+        return score
+
+    def best_rank(self) -> int:
+        return min(r for r in (self.bm25_rank, self.vector_rank, 1 << 30) if r is not None)
+
+
+def fuse(text_hits: Sequence[MemoryHit], vector_hits: Sequence[MemoryHit], k: int,
+         rrf_k: int = RRF_K) -> list[SearchHit]:
+    """The top ``k`` of both candidate lists by RRF; ties by best single rank, then id."""
+    entries: dict[str, _Entry] = {}
+    for rank, hit in enumerate(text_hits, start=1):
+        if hit.row.memory_id not in entries:
+            entries[hit.row.memory_id] = _Entry(hit.row, bm25_rank=rank, bm25_score=hit.score)
+    for rank, hit in enumerate(vector_hits, start=1):
+        old = entries.get(hit.row.memory_id)
+        if old is None:
+            entries[hit.row.memory_id] = _Entry(hit.row, vector_rank=rank,
+                                                vector_distance=hit.score)
+        elif old.vector_rank is None:
+            entries[hit.row.memory_id] = _Entry(old.row, old.bm25_rank, old.bm25_score, rank,
+                                                hit.score)
+    ordered = sorted(entries.values(),
+                     key=lambda e: (-e.fused(rrf_k), e.best_rank(), e.row.memory_id))
+    return [
+        SearchHit(i, e.row, ScoreParts(e.fused(rrf_k), e.bm25_rank, e.bm25_score, e.vector_rank,
+                                       e.vector_distance))
+        for i, e in enumerate(ordered[:k], start=1)
+    ]

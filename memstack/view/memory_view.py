@@ -1,0 +1,212 @@
+"""``MemoryView``: one tenant's memory, queried as of a valid time and a transaction time.
+
+>>> view = MemoryView("acme", stores)                                  # doctest: +SKIP
+>>> view.as_of(valid="2024-03-01", known="2024-02-01").facts("user:ana")  # doctest: +SKIP
+
+Every query path filters by the view's tenant inside the store, and every returned row is
+checked again here (:func:`_own`): a row of another tenant raises instead of being returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from memstack.operators.log import LogPosition
+from memstack.pipelines.stores.lance_index import quote
+from memstack.schemas.events import TEXT_KINDS
+from memstack.view import asof as A
+from memstack.view.errors import InvalidQueryError, TenantScopeError
+from memstack.view.fusion import fuse
+from memstack.view.sql import facts_at_cut, first_unknown
+from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
+
+if TYPE_CHECKING:
+    from memstack.pipelines.embedding import Encoder
+    from memstack.pipelines.stores.bundle import Stores
+    from memstack.view.context import ContextSource
+
+log = logging.getLogger(__name__)
+
+MIN_CANDIDATES = 40
+"""Each retriever returns at least this many prefiltered candidates for fusion."""
+CANDIDATE_FACTOR = 4
+_END = LogPosition(datetime.max.replace(tzinfo=UTC), 1 << 30, 1 << 62)
+
+
+class _HasTenant(Protocol):
+    @property
+    def tenant(self) -> str: ...
+
+
+T = TypeVar("T", bound=_HasTenant)
+
+
+def _own(rows: Iterable[T], tenant: str, what: str) -> list[T]:
+    out = list(rows)
+    foreign = sorted({r.tenant for r in out if r.tenant != tenant})
+    if foreign:
+        raise TenantScopeError(
+            f"{what} for tenant {tenant!r} returned rows of {foreign}; nothing was returned. "
+            "This is a store bug: report it with the query")
+    return out
+
+
+class MemoryView:
+    """The read side of one tenant. Sync and thread-safe (each read uses its own cursor)."""
+
+    def __init__(self, tenant: str, stores: Stores, *, encoder: Encoder | None = None,
+                 context_sources: Sequence[ContextSource] | None = None) -> None:
+        if not tenant:
+            raise InvalidQueryError("a view needs a tenant")
+        self.tenant = tenant
+        self.stores = stores
+        self._encoder = encoder
+        self._sources = context_sources
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            from memstack.pipelines.embedding import shared_encoder
+
+            self._encoder = shared_encoder()
+        return self._encoder
+
+    @property
+    def context_sources(self) -> Sequence[ContextSource]:
+        if self._sources is None:
+            from memstack.view.context import default_sources
+
+            self._sources = default_sources()
+        return self._sources
+
+    def as_of(self, valid: datetime | str | None = None,
+              known: datetime | LogCut | dict[int, int] | str | None = None) -> AsOfView:
+        """A view at ``valid`` time as ``known`` (a time or a log cut); both default to now."""
+        return AsOfView(self, A.resolve(valid, known))
+
+    def history(self, subject: str, relation: str | None = None) -> list[Fact]:
+        return self.as_of().history(subject, relation)
+
+    def facts(self, subject: str | None = None, relation: str | None = None) -> list[Fact]:
+        return self.as_of().facts(subject, relation)
+
+    def search(self, text: str, k: int = 10, **scope: object) -> list[SearchHit]:
+        return self.as_of().search(text, k, **scope)  # type: ignore[arg-type]  # same kwargs
+
+    def records(self, session: str | None = None, start: datetime | None = None,
+                end: datetime | None = None, limit: int | None = None) -> list[Record]:
+        return self.as_of().records(session, start, end, limit)
+
+    def context(self, query: str, budget_tokens: int = 2000, *, session: str | None = None,
+                subject: str | None = None) -> Context:
+        return self.as_of().context(query, budget_tokens, session=session, subject=subject)
+
+
+class AsOfView:
+    """One tenant's memory at fixed ``(valid, known)`` coordinates."""
+
+    def __init__(self, memory: MemoryView, as_of: AsOf) -> None:
+        self.memory = memory
+        self.tenant = memory.tenant
+        self.as_of = as_of
+
+    def facts(self, subject: str | None = None, relation: str | None = None) -> list[Fact]:
+        """The fact values valid at ``valid`` as memory knew them at ``known``."""
+        events = self.memory.stores.events
+        cut = self.as_of.known_cut
+        if cut is not None:
+            rows = facts_at_cut(events, self.tenant, cut, self.as_of.valid, subject, relation)
+        else:
+            rows = events.facts_as_of(self.tenant, subject=subject, relation=relation,
+                                      vt=self.as_of.valid, tt=self.as_of.known_time)
+        return _own(rows, self.tenant, "facts")
+
+    def history(self, subject: str, relation: str | None = None) -> list[Fact]:
+        """Every version of the subject's facts (both intervals), as the timeline was known.
+
+        Versions written after ``known`` are left out, and a close that happened after
+        ``known`` is shown as still open: at the default ``known`` (now), the full history.
+        """
+        rows = _own(self.memory.stores.events.fact_history(self.tenant, subject, relation),
+                    self.tenant, "history")
+        cut = self.as_of.known_cut
+        firsts = ({} if cut is None else
+                  first_unknown(self.memory.stores.events, self.tenant, cut, subject, relation))
+        out: list[Fact] = []
+        for row in rows:
+            if cut is None:
+                known = self.as_of.known_time or A.now()
+                seen, closed = row.tt_from <= known, row.tt_to is not None and row.tt_to <= known
+            else:
+                first = firsts.get((row.subject, row.relation), _END)
+                end = row.tt_to_pos
+                seen, closed = row.tt_from_pos < first, end is not None and end < first
+            if seen:
+                out.append(row if closed or row.tt_to is None else row.reopened())
+        return out
+
+    def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
+               session: str | None = None, subject: str | None = None,
+               mode: SearchMode = "hybrid") -> list[SearchHit]:
+        """Hybrid (BM25 + vector, fused by RRF) search over the rows that answer as of."""
+        if k < 1:
+            raise InvalidQueryError(f"k={k} must be at least 1")
+        if not text.strip():
+            raise InvalidQueryError("search text is empty")
+        where = self._scope(kinds, session, subject)
+        n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
+        vectors = self.memory.stores.vectors
+        by_text = [] if mode == "vector" else vectors.search_text(
+            _fts_text(text), tenant=self.tenant, k=n, where=where)
+        by_vector = [] if mode == "bm25" else vectors.search_vector(
+            self.memory.encoder.encode([text])[0], tenant=self.tenant, k=n, where=where)
+        _own((h.row for h in by_text), self.tenant, "search")
+        _own((h.row for h in by_vector), self.tenant, "search")
+        return fuse(by_text, by_vector, k)
+
+    def _scope(self, kinds: Sequence[str] | None, session: str | None,
+               subject: str | None) -> str:
+        clauses = [A.memory_predicate(self.as_of)]
+        if kinds:
+            unknown = sorted(set(kinds) - {str(k) for k in TEXT_KINDS})
+            if unknown:
+                raise InvalidQueryError(
+                    f"kinds {unknown} have no text rows; use {sorted(str(k) for k in TEXT_KINDS)}")
+            clauses.append(f"kind IN ({', '.join(quote(k) for k in sorted(set(kinds)))})")
+        if session is not None:
+            clauses.append(f"session = {quote(session)}")
+        if subject is not None:
+            clauses.append(f"subject = {quote(subject)}")
+        return " AND ".join(clauses)
+
+    def records(self, session: str | None = None, start: datetime | None = None,
+                end: datetime | None = None, limit: int | None = None) -> list[Record]:
+        """Raw records in log order that occurred in ``[start, end)`` and answer as of."""
+        start = None if start is None else A.aware(start, "start")
+        end = None if end is None else A.aware(end, "end")
+        known = self.as_of.known_time
+        until = None if known is None else known + timedelta(microseconds=1)
+        rows = _own(self.memory.stores.events.records(self.tenant, session=session, until=until),
+                    self.tenant, "records")
+        out = [r for r in rows if A.record_visible(r, self.as_of)
+               and (start is None or r.occurred_at >= start)
+               and (end is None or r.occurred_at < end)]
+        return out if limit is None else out[:limit]
+
+    def context(self, query: str, budget_tokens: int = 2000, *, session: str | None = None,
+                subject: str | None = None) -> Context:
+        """A prompt-ready context under ``budget_tokens`` (see :mod:`memstack.view.context`)."""
+        from memstack.view.context import ContextRequest, assemble
+
+        request = ContextRequest(query, budget_tokens, session, subject)
+        return assemble(self, request, self.memory.context_sources)
+
+
+def _fts_text(text: str) -> str:
+    """The words of ``text`` for the full-text parser (its operators and quotes removed)."""
+    words = "".join(c if c.isalnum() or c in "'-_" else " " for c in text).split()
+    return " ".join(w.strip("'-_") for w in words if w.strip("'-_")) or text.strip()
+
