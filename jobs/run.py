@@ -26,6 +26,7 @@ from memstack.pipelines.live import LiveConfig
 from memstack.settings import Settings
 
 if TYPE_CHECKING:
+    from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,25 @@ def open_projector(directory: Path, settings: Settings, threads: int,
     encoder = CachingEncoder(MiniLMEncoder(batch_size=batch_size, threads=threads).load())
     stores = Stores.open(directory)
     try:
-        return StoreProjector(stores, encoder, settings.events_topic), stores
+        projector = StoreProjector(stores, encoder, settings.events_topic)
+        return _with_consolidation_feed(projector, stores, settings), stores
     except BaseException:
         stores.close()
         raise
+
+
+def _with_consolidation_feed(projector: StoreProjector, stores: Stores,
+                             settings: Settings) -> Projector:
+    """Publish each batch's fact changes to ``<prefix>.consolidation`` for the Ray learners."""
+    from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
+    from memstack.pipelines.consolidation.feed import Sharding
+    from memstack.pipelines.consolidation.feeding import FeedingProjector
+    from memstack.pipelines.consolidation.producer import FeedProducer, ensure_feed_topic
+
+    teacher = StoreTeacher(stores.events, projector.encoder)
+    feed = FeedProducer(settings.bootstrap, ensure_feed_topic(settings), Distiller(teacher),
+                        Sharding.from_env())
+    return FeedingProjector(projector, feed)
 
 
 def quiet_libraries(verbose: bool) -> None:

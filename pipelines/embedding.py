@@ -104,8 +104,8 @@ def _load(path: Path, threads: int) -> Any:
     import transformers
     from sentence_transformers import SentenceTransformer
 
-    transformers.logging.disable_progress_bar()  # no "Loading weights" bar on every start
-    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # untyped lib
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # untyped lib
 
     torch.set_num_threads(threads)
     log.info("loading %s from %s (%d torch threads)", MODEL_NAME, path, threads)

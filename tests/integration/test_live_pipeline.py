@@ -16,6 +16,8 @@ from memstack.jobs.run import spawn_worker
 from memstack.operators.log import LogPosition
 from memstack.pipelines import dlq
 from memstack.operators.state_codec import restore_sums
+from memstack.pipelines.consolidation.feed import FeedRecord
+from memstack.pipelines.consolidation.producer import feed_topic
 from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
@@ -101,3 +103,9 @@ def test_emitted_events_land_in_both_stores_and_malformed_one_in_dlq(
     state = restore_sums(snapshots[f"acme/{SESSION}"])
     assert sorted(state.counts) == [1, 10]  # one fact item, ten turn items
     assert state.marks[f"p{bad_partition}"] == max(p.offset for p in neighbours) + 1
+
+    # The fact also went to the consolidation feed, distilled from the stores.
+    feed = [FeedRecord.from_bytes(r.value or b"") for r in read_bounded(
+        topics.bootstrap, feed_topic(topics))]
+    writes = [r for r in feed if r.op == "write"]
+    assert len(writes) == 1 and writes[0].source_event_id == sent[6].event_id
