@@ -274,11 +274,10 @@ def ensure_changelog_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 def define_table(app: Any, partitions: int, table_name: str = TABLE_NAME) -> Any:
     """Declare the Faust table (raw bytes keys/values) whose changelog holds the snapshots."""
-    import faust
-
-    schema = faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw",
-                          value_serializer="raw")
-    return app.Table(table_name, default=None, partitions=partitions, schema=schema)
+    # key_type/value_type bytes make Faust pick the "raw" codec for the changelog (recovery
+    # decodes with those, not with a schema's serializers).
+    return app.Table(table_name, default=None, partitions=partitions, key_type=bytes,
+                     value_type=bytes)
 
 
 class FaustTableSink:
