@@ -1,0 +1,71 @@
+"""The forget deployable: emit a request, apply the ledger to offline stores, audit a request."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from memstack.client import MemoryClient
+from memstack.errors import MemstackError
+from memstack.keystore import FileKeyStore
+from memstack.pipelines.embedding import shared_encoder
+from memstack.pipelines.forgetting import (
+    AuditReport,
+    ForgetLedger,
+    ForgetOutcome,
+    ForgetProcessor,
+    ForgetStores,
+    KafkaLineage,
+)
+from memstack.pipelines.forgetting.keys import rotate_before_request
+from memstack.pipelines.forgetting.processor import apply_pending
+from memstack.pipelines.forgetting.resolve import resolve
+from memstack.pipelines.stores.bundle import stores_dir
+from memstack.schemas.events import Event, ForgetScope
+from memstack.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class UnknownForgetRequestError(MemstackError):
+    """No request with that id in the forget ledger; list them with `memstack forget list`."""
+
+
+def request(settings: Settings, tenant: str, scope: ForgetScope, reason: str | None) -> Event:
+    """Rotate the scope's data keys (if this machine holds the key store), then emit."""
+    if settings.keys_dir.exists():
+        destroyed = rotate_before_request(FileKeyStore(settings.keys_dir), tenant, scope)
+        log.info("destroyed %d data key(s) of the scope before emitting", len(destroyed))
+    with MemoryClient(tenant, "memstack-cli", settings=settings, source="memstack-forget") as c:
+        event = c.events.forget(scope, reason=reason)
+        c.emit(event).get()
+    return event
+
+
+def processor_for(settings: Settings, stores: ForgetStores) -> ForgetProcessor:
+    keys = FileKeyStore(settings.keys_dir)
+    return ForgetProcessor(stores, keys=keys,
+                           lineage=KafkaLineage(settings.bootstrap, settings.events_topic, keys),
+                           encoder=shared_encoder(), outcomes_dir=settings.home / "forget")
+
+
+def apply(settings: Settings, into: Path | None = None) -> list[ForgetOutcome]:
+    """Apply every request of the ledger the stores have not applied (stores not in use)."""
+    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
+    with ForgetStores(into or stores_dir(settings)) as stores:
+        return apply_pending(processor_for(settings, stores), ledger.requests)
+
+
+def audit(settings: Settings, request_id: str, into: Path | None = None) -> AuditReport:
+    """Audit one request now: ids along lineage, the log, and any text still readable."""
+    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
+    found = ledger.get(request_id)
+    if found is None:
+        raise UnknownForgetRequestError(
+            f"no forget request {request_id} in {settings.forget_topic}; check the id printed "
+            "by `memstack forget ...`")
+    with ForgetStores(into or stores_dir(settings)) as stores:
+        processor = processor_for(settings, stores)
+        resolved = resolve(found, stores.duckdb.index, stores.lance.index, processor.lineage,
+                           processor.registry)
+        return processor.audit(processor.probe(resolved))

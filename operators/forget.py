@@ -1,0 +1,194 @@
+"""Forget requests as pure values: scope predicates, the ledger model and tombstones.
+
+A forget request names a scope inside its tenant (an event, a session, a subject, the whole
+tenant, or a fact pattern ``(subject, relation[, object])``). It **covers** the events of that
+scope whose log time is ``<=`` the request's own log time; events of the same scope logged later
+are new data and stay. Every consumer (resolution against the stores, the projectors' ledger
+filter, the audit) asks :func:`scope_covers` / :meth:`ForgetRequest.covers`, so "what is
+forgotten" has one definition.
+
+Pure: no I/O, no store or broker imports. ``pipelines/forgetting`` binds it to the stores.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memstack.operators.facts import FactOperator, fact_entry
+from memstack.operators.log import LoggedEvent, LogPosition
+from memstack.operators.mutations import FactEntry, Mutation
+from memstack.operators.relations import RelationRegistry
+from memstack.operators.timeline import FactKey
+from memstack.schemas.events import (
+    Envelope,
+    Event,
+    EventKind,
+    FactAssertedPayload,
+    FactRetractedPayload,
+    ForgetRequestedPayload,
+    ForgetScope,
+)
+
+KEY_SCOPES = frozenset({"session", "subject", "tenant"})
+"""Scopes whose data keys are destroyed (crypto-shredding); ``event`` and ``fact`` are narrower
+than a key and rely on the ledger filter."""
+
+
+class NotAForgetRequestError(ValueError):
+    """The event is not a forget_requested event; only those go to ``<prefix>.forget``."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The fields a scope predicate reads, from an event envelope or from a stored row.
+
+    ``relation``/``object``/``is_fact`` are set only for fact events (and fact entries);
+    ``object`` is None for a retraction that names no value.
+    """
+
+    event_id: str
+    tenant: str
+    session: str | None
+    subject: str | None
+    is_fact: bool = False
+    relation: str | None = None
+    object: str | None = None
+
+    @classmethod
+    def of_event(cls, event: Envelope) -> Subject:
+        """From an envelope; fact fields need the payload (an opened :class:`Event`)."""
+        payload = event.payload if isinstance(event, Event) else None
+        if isinstance(payload, FactAssertedPayload | FactRetractedPayload):
+            return cls(event.event_id, event.tenant, event.session, event.subject, True,
+                       payload.relation, payload.object)
+        return cls(event.event_id, event.tenant, event.session, event.subject)
+
+    @classmethod
+    def of_entry(cls, entry: FactEntry, session: str | None = None) -> Subject:
+        return cls(entry.event_id, entry.tenant, session, entry.subject, True, entry.relation,
+                   entry.object)
+
+
+def scope_covers(scope: ForgetScope, tenant: str, item: Subject) -> bool:
+    """True when ``item`` falls under ``scope`` of a request made in ``tenant`` (time aside).
+
+    A fact pattern with an object covers the entries naming that object; a retraction that
+    names no object carries no forgotten value and is kept (it only ends validity).
+    """
+    if item.tenant != tenant:
+        return False
+    kind = scope.type
+    if kind == "tenant":
+        return True
+    if kind == "event":
+        return item.event_id == scope.event_id
+    if kind == "session":
+        return item.session == scope.session
+    if kind == "subject":
+        return item.subject == scope.subject
+    if not item.is_fact or (item.subject, item.relation) != (scope.subject, scope.relation):
+        return False
+    return scope.object is None or item.object == scope.object
+
+
+@dataclass(frozen=True)
+class ForgetRequest:
+    """One forget request as logged in ``<prefix>.forget``: its id, scope and log position."""
+
+    request_id: str
+    tenant: str
+    scope: ForgetScope
+    position: LogPosition
+    reason: str | None = None
+
+    @property
+    def log_time(self) -> datetime:
+        return self.position.log_time
+
+    @property
+    def destroys_keys(self) -> bool:
+        return self.scope.type in KEY_SCOPES
+
+    def covers(self, item: Subject, log_time: datetime | None) -> bool:
+        """In scope and logged no later than the request (``None``: time unknown, in scope)."""
+        if log_time is not None and log_time > self.log_time:
+            return False
+        return scope_covers(self.scope, self.tenant, item)
+
+    def covers_event(self, logged: LoggedEvent) -> bool:
+        return self.covers(Subject.of_event(logged.event), logged.position.log_time)
+
+    def describe(self) -> str:
+        s = self.scope
+        detail = {"event": s.event_id, "session": s.session, "subject": s.subject,
+                  "tenant": self.tenant,
+                  "fact": f"({s.subject}, {s.relation}, {s.object or '*'})"}[s.type]
+        return f"{s.type} {detail} of tenant {self.tenant}"
+
+
+def request_of(logged: LoggedEvent) -> ForgetRequest:
+    """The request carried by a logged forget_requested event."""
+    payload = logged.event.payload
+    if not isinstance(payload, ForgetRequestedPayload):
+        raise NotAForgetRequestError(
+            f"event {logged.event.event_id} of kind '{logged.event.kind}' is not a forget "
+            "request; emit forget requests with MemoryClient.forget")
+    return ForgetRequest(logged.event.event_id, logged.event.tenant, payload.scope,
+                         logged.position, payload.reason)
+
+
+@dataclass(frozen=True)
+class Tombstones:
+    """The concrete targets of one request, resolved along lineage.
+
+    ``event_ids``: every event whose record, memory row (embedding, full-text entry) or fact
+    entry goes. ``fact_mutations``: the fact entries deleted and the versions recomputed as if
+    those events were never seen. ``texts`` are the forgotten texts, held in memory only for the
+    audit's residual search; they are never persisted.
+    """
+
+    request: ForgetRequest
+    event_ids: frozenset[str]
+    fact_keys: frozenset[FactKey] = frozenset()
+    fact_mutations: tuple[Mutation, ...] = ()
+    texts: tuple[str, ...] = field(default=(), repr=False)
+    sessions: frozenset[str] = frozenset()
+
+    def merged(self, other: Tombstones) -> Tombstones:
+        """Targets of two resolutions of the same request (e.g. stores and log)."""
+        return Tombstones(self.request, self.event_ids | other.event_ids,
+                          self.fact_keys | other.fact_keys,
+                          self.fact_mutations + other.fact_mutations,
+                          tuple(dict.fromkeys(self.texts + other.texts)),
+                          self.sessions | other.sessions)
+
+
+def covered_ids(request: ForgetRequest, logged: Iterable[LoggedEvent]) -> frozenset[str]:
+    """Ids of the logged events the request covers."""
+    return frozenset(e.event.event_id for e in logged if request.covers_event(e))
+
+
+def resolve_events(request: ForgetRequest, logged: Iterable[LoggedEvent],
+                   registry: RelationRegistry | None = None) -> Tombstones:
+    """Tombstones of a request over a known list of logged events (pure; no store).
+
+    The fact mutations are what the facts operator emits when the covered entries are removed
+    from the keys built from all of ``logged``: the diff to a build that never saw them.
+    """
+    events = list(logged)
+    ids = covered_ids(request, events)
+    registry = registry or RelationRegistry()
+    entries: dict[FactKey, list[FactEntry]] = defaultdict(list)
+    for e in events:
+        if e.event.kind in (EventKind.FACT_ASSERTED, EventKind.FACT_RETRACTED):
+            entry = fact_entry(e)
+            entries[FactKey.of(entry)].append(entry)
+    keys = frozenset(k for k, es in entries.items() if any(x.event_id in ids for x in es))
+    mutations = FactOperator(registry, loader=lambda key: entries[key]).forget(ids, keys)
+    texts = [t for e in events if e.event.event_id in ids and (t := e.event.text())]
+    sessions = frozenset(e.event.session for e in events if e.event.event_id in ids)
+    return Tombstones(request, ids, keys, tuple(mutations), tuple(dict.fromkeys(texts)),
+                      sessions)

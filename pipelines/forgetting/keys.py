@@ -1,0 +1,73 @@
+"""Crypto-shredding for forget requests: which data keys a request destroys, and when.
+
+A request covers what was logged no later than itself, so it destroys the keys of its scope
+that existed by then; keys created afterwards seal new data and stay. The emitting side rotates
+at request time (:func:`rotate_before_request` destroys the scope's live keys *before* the
+request is sent), so events sealed after the request use a fresh key; the processor then
+destroys whatever key of the scope was created no later than the request (a request emitted by
+a client without a key store, or a key created in the meantime).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from memstack.keystore import FileKeyStore, KeyScope, KeyStore
+from memstack.operators.forget import ForgetRequest
+from memstack.schemas.events import ForgetScope
+
+log = logging.getLogger(__name__)
+
+
+def scope_args(scope: ForgetScope) -> tuple[str | None, str | None]:
+    """``(session, subject)`` of ``KeyStore.destroy`` for a key scope."""
+    return (scope.session if scope.type == "session" else None,
+            scope.subject if scope.type == "subject" else None)
+
+
+def rotate_before_request(keys: KeyStore, tenant: str, scope: ForgetScope) -> list[str]:
+    """Destroy the scope's keys now, before the request is emitted (key scopes only)."""
+    if scope.type not in ("session", "subject", "tenant"):
+        return []
+    session, subject = scope_args(scope)
+    return keys.destroy(tenant, session=session, subject=subject)
+
+
+def created_at(key_id: str) -> datetime | None:
+    """The creation time in a :class:`FileKeyStore` key id (``...#<uuid7 hex, 16>``)."""
+    _, _, tail = key_id.rpartition("#")
+    try:
+        return datetime.fromtimestamp(int(tail[:12], 16) / 1000, UTC)
+    except ValueError:
+        return None
+
+
+def destroy_for(keys: KeyStore, request: ForgetRequest) -> list[str]:
+    """Destroy the keys of the request's scope created no later than the request."""
+    if not request.destroys_keys:
+        return []
+    session, subject = scope_args(request.scope)
+    if not isinstance(keys, FileKeyStore):
+        return keys.destroy(request.tenant, session=session, subject=subject)
+    # FileKeyStore internals: the KeyStore protocol has no time-bounded destroy yet.
+    old = [(key_id, scope) for key_id, scope, _ in keys._scan(request.tenant)
+           if scope.matches(request.tenant, session, subject)
+           and (t := created_at(key_id)) is not None and t <= request.log_time]
+    destroyed: list[str] = []
+    for key_id, scope in old:
+        destroyed += _destroy_exact(keys, key_id, scope)
+    return destroyed
+
+
+def _destroy_exact(keys: FileKeyStore, key_id: str, scope: KeyScope) -> list[str]:
+    """Shred one key file (``KeyStore.destroy`` takes no time bound yet: see docs/forget.md)."""
+    from memstack.keystore import _shred
+
+    path = keys._path(key_id, scope.tenant)
+    if not path.exists():
+        return []
+    _shred(path)
+    keys._live = {s: v for s, v in keys._live.items() if v[0] != key_id}
+    log.info("destroyed data key %s", key_id)
+    return [key_id]

@@ -1,0 +1,107 @@
+"""What the log says an event was: envelopes of ``<prefix>.events``, for resolution and audits.
+
+Some lineage is only in the log: the stores keep no session for fact entries, so a session
+forget finds that session's fact events here. Envelopes are in the clear even when payloads
+are sealed; sealed payloads are opened when the key still exists (fact patterns need them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from memstack.keystore import KeyStore
+from memstack.operators.forget import Subject
+from memstack.operators.log import LoggedEvent, LogPosition
+from memstack.pipelines.log_reader import LogRecord, end_offsets, read_bounded
+from memstack.schemas.errors import InvalidEventError
+from memstack.schemas.events import Event
+from memstack.schemas.sealed import SealedEvent, parse_record
+from memstack.sealing import Shredded, open_sealed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One record of the events topic: what a scope predicate reads, and how readable it is."""
+
+    subject: Subject
+    position: LogPosition
+    state: str
+    """``plain`` (payload in the clear), ``sealed`` (key alive) or ``shredded`` (key gone)."""
+    text: str | None = None
+
+
+class Lineage(Protocol):
+    def entries(self, tenant: str) -> list[LogEntry]:
+        """Every event of the tenant in the log, in log order per partition."""
+        ...
+
+
+class StaticLineage:
+    """Lineage from logged events already in memory (tests, evaluations)."""
+
+    def __init__(self, events: Iterable[LoggedEvent]) -> None:
+        self._by_tenant: dict[str, list[LogEntry]] = defaultdict(list)
+        for e in events:
+            self._by_tenant[e.event.tenant].append(
+                LogEntry(Subject.of_event(e.event), e.position, "plain", e.event.text()))
+
+    def entries(self, tenant: str) -> list[LogEntry]:
+        return list(self._by_tenant.get(tenant, ()))
+
+
+class KafkaLineage:
+    """Lineage read from the events topic, incrementally (each call reads only what is new)."""
+
+    def __init__(self, bootstrap: str, topic: str, keys: KeyStore | None = None) -> None:
+        self.bootstrap, self.topic, self.keys = bootstrap, topic, keys
+        self._next: dict[int, int] = {}
+        self._by_tenant: dict[str, list[LogEntry]] = defaultdict(list)
+
+    def refresh(self) -> int:
+        stop = end_offsets(self.bootstrap, self.topic)
+        n = 0
+        for record in read_bounded(self.bootstrap, self.topic, self._next, stop):
+            entry = self.entry_of(record)
+            if entry is not None:
+                self._by_tenant[entry.subject.tenant].append(entry)
+                n += 1
+        self._next = dict(stop)
+        return n
+
+    def entries(self, tenant: str) -> list[LogEntry]:
+        self.refresh()
+        return list(self._by_tenant.get(tenant, ()))
+
+    def reread(self, tenant: str) -> list[LogEntry]:
+        """The tenant's entries read afresh (payload readability as of now), for audits."""
+        out = []
+        for record in read_bounded(self.bootstrap, self.topic):
+            entry = self.entry_of(record)
+            if entry is not None and entry.subject.tenant == tenant:
+                out.append(entry)
+        return out
+
+    def entry_of(self, record: LogRecord) -> LogEntry | None:
+        if record.value is None:
+            return None
+        try:
+            parsed = parse_record(record.value)
+            if isinstance(parsed, Event):
+                return LogEntry(Subject.of_event(parsed), record.position, "plain",
+                                parsed.text())
+            return self._sealed(parsed, record.position)
+        except InvalidEventError as exc:
+            log.debug("lineage: skipping invalid record at %s (%s)", record.position, exc)
+            return None
+
+    def _sealed(self, sealed: SealedEvent, position: LogPosition) -> LogEntry:
+        opened = None if self.keys is None else open_sealed(sealed, self.keys)
+        if opened is None or isinstance(opened, Shredded):
+            return LogEntry(Subject.of_event(sealed), position, "shredded")
+        return LogEntry(Subject.of_event(opened), position, "sealed", opened.text())
