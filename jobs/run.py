@@ -26,6 +26,7 @@ from memstack.pipelines.live import LiveConfig
 from memstack.settings import Settings
 
 if TYPE_CHECKING:
+    from memstack.pipelines.forgetting.live import LiveForgetting
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
@@ -80,15 +81,19 @@ def open_projector(directory: Path, settings: Settings, threads: int,
     """The real projector over the DuckDB + LanceDB stores in ``directory``, MiniLM encoder.
 
     The caller owns the returned stores and closes them after the projector."""
+    # One cache in front of the model: the session state re-reads the turns' vectors from it.
+    from memstack.keystore import FileKeyStore
     from memstack.pipelines.embedding import CachingEncoder, MiniLMEncoder
+    from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
-    # One cache in front of the model: the session state re-reads the turns' vectors from it.
     encoder = CachingEncoder(MiniLMEncoder(batch_size=batch_size, threads=threads).load())
+    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
     stores = Stores.open(directory)
     try:
-        projector = StoreProjector(stores, encoder, settings.events_topic)
+        projector = StoreProjector(stores, encoder, settings.events_topic,
+                                   keys=FileKeyStore(settings.keys_dir), forgotten=ledger)
         return _with_consolidation_feed(projector, stores, settings), stores
     except BaseException:
         stores.close()
@@ -109,6 +114,33 @@ def _with_consolidation_feed(projector: StoreProjector, stores: Stores,
     return FeedingProjector(projector, feed)
 
 
+def innermost(projector: Projector) -> StoreProjector:
+    """The StoreProjector inside the wrappers (session state, consolidation feed)."""
+    from memstack.pipelines.projector import StoreProjector
+
+    while not isinstance(projector, StoreProjector):
+        projector = projector.inner  # type: ignore[attr-defined]  # every wrapper has .inner
+    return projector
+
+
+def _live_forgetting(settings: Settings, directory: Path,
+                     projector: Projector) -> LiveForgetting:
+    """Forget requests applied by the worker itself: it is the stores' only writer."""
+    from memstack.jobs.forget import processor_for
+    from memstack.pipelines.consolidation.feeding import FeedingProjector
+    from memstack.pipelines.forgetting.live import LiveForgetting
+
+    base = innermost(projector)
+    assert base.forgotten is not None
+
+    def on_reopen(stores: Stores) -> None:
+        if isinstance(projector, FeedingProjector):  # its teacher reads the current facts
+            projector.feed.distiller.teacher.events = stores.events
+
+    return LiveForgetting(directory, base, base.forgotten,  # type: ignore[arg-type]
+                          lambda fs: processor_for(settings, fs), on_reopen)
+
+
 def quiet_libraries(verbose: bool) -> None:
     """Faust, mode and the Kafka clients log every connection at INFO; keep memstack's lines."""
     if not verbose:
@@ -119,6 +151,7 @@ def quiet_libraries(verbose: bool) -> None:
 def run_live(settings: Settings, options: RunOptions) -> int:
     """Run the live worker until stopped; 0 on a clean stop, 1 when a batch failed."""
     from memstack.pipelines.faust_app import build_live_app, run_worker
+    from memstack.pipelines.forgetting.live import pending_offsets
     from memstack.pipelines.log_reader import end_offsets
 
     started = time.monotonic()
@@ -130,18 +163,22 @@ def run_live(settings: Settings, options: RunOptions) -> int:
             "set MEMSTACK_BOOTSTRAP") from exc
     directory = options.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
-    projector, stores = open_projector(directory, settings, options.threads, options.batch_max)
+    projector, _ = open_projector(directory, settings, options.threads, options.batch_max)
+    base = innermost(projector)
     try:
-        live = build_live_app(settings, options.live_config(), projector)
+        live = build_live_app(settings, options.live_config(), projector,
+                              forgetting=_live_forgetting(settings, directory, projector))
         if options.until_caught_up:
             live.stop_at = ends
+            live.forget_stop_at = pending_offsets(settings.bootstrap, settings.forget_topic,
+                                                  directory)
         log.info("live worker: group %s, topic %s at %s, stores %s (applied %s); end offsets "
                  "now %s; ready in %.1f s", live.app.conf.id, settings.events_topic,
                  settings.bootstrap, directory, projector.applied_offsets(), ends,
                  time.monotonic() - started)
         code = run_worker(live)
     finally:
-        stores.close()
+        base.stores.close()  # the projector's current stores (a forget reopens them)
     log.info("live worker stopped (exit %d) after %.1f s: %d events applied, %d dead letters",
              code, time.monotonic() - started, live.processor.stats.applied,
              live.processor.stats.dead_letters)

@@ -19,7 +19,7 @@ from kafka.errors import KafkaError
 from memstack.builders import Defaults, EventBuilder
 from memstack.errors import BrokerUnavailableError, MemstackError
 from memstack.keystore import KeyStore
-from memstack.schemas.events import Event, EventKind, validate_event
+from memstack.schemas.events import Event, EventKind, ForgetRequestedPayload, validate_event
 from memstack.sealing import seal
 from memstack.settings import Settings
 
@@ -103,6 +103,12 @@ class MemoryClient(EventBuilder):
             event = validate_event(event)
         topic = (self.settings.forget_topic if event.kind is EventKind.FORGET_REQUESTED
                  else self.settings.events_topic)
+        if self.keys is not None and isinstance(event.payload, ForgetRequestedPayload):
+            # Destroy the scope's keys before the request is logged: later events of the scope
+            # get a fresh key, so new data is never sealed with a key about to be destroyed.
+            from memstack.pipelines.forgetting.keys import rotate_before_request
+
+            rotate_before_request(self.keys, event.tenant, event.payload.scope)
         value = event.to_json() if self.keys is None or event.kind is EventKind.FORGET_REQUESTED \
             else seal(event, self.keys).to_json()
         future = self._producer.send(topic, key=event.key, value=value)

@@ -17,9 +17,10 @@ batches:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
-from memstack.operators.log import LoggedEvent, LogPosition
+from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import Mutation
 from memstack.pipelines.log_reader import LogRecord
 from memstack.schemas.events import Event
@@ -66,6 +67,7 @@ class Projector(Protocol):
 class ForgetFilter(Protocol):
     """The forget ledger as projectors see it: events it covers are never applied."""
 
-    def covers(self, event: Event, position: LogPosition) -> bool:
-        """True when a forget request erases ``event`` (logged at ``position``)."""
+    def covers(self, event: Event, log_time: datetime | None = None) -> bool:
+        """True when a forget request erases ``event`` logged at ``log_time`` (requests cover
+        their scope's events logged up to the request; later events are new data)."""
         ...

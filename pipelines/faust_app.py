@@ -29,6 +29,7 @@ from kafka import TopicPartition
 from memstack.operators.log import LogPosition
 from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter, Projector
+from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import LogRecord, end_offsets, open_consumer
 from memstack.pipelines.session_state_table import (
@@ -93,6 +94,8 @@ class LiveApp:
     app: faust.App
     processor: LiveProcessor
     stop_at: Mapping[int, int] | None = None
+    forget_stop_at: Mapping[int, int] | None = None
+    forgetting: LiveForgetting | None = None
     """Stop once every partition's applied offset reaches these (``--until-caught-up``)."""
     failure: BaseException | None = None
     caught_up: bool = False
@@ -136,7 +139,8 @@ class _App(faust.App):
             self.after_rebalance()
 
 
-def build_live_app(settings: Settings, config: LiveConfig, projector: Projector) -> LiveApp:
+def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
+                   forgetting: LiveForgetting | None = None) -> LiveApp:
     """Declare the Faust app: raw-bytes events topic, the projecting agent, hooks and timers."""
     app = _App(group_id(settings), **faust_settings(settings, config))
     events = app.topic(settings.events_topic, key_type=bytes, value_type=bytes,
@@ -161,8 +165,23 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector)
     live = LiveApp(settings, config, app,
                    LiveProcessor(projector, send_dead_letters, seek, probe))
     _declare_agent(live, events)
+    if forgetting is not None:
+        live.forgetting = forgetting
+        _declare_forget_agent(live, forgetting)
     _declare_hooks(live)
     return live
+
+
+def _declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
+    """Forget requests are applied on the store thread, between two batches of events."""
+    ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
+                            key_serializer="raw", value_serializer="raw")
+
+    async def forget(stream: StreamT[bytes]) -> None:
+        async for event in stream.events():
+            await live.processor.on_store(forgetting.apply, record_of(event.message))
+
+    live.app.agent(ledger, name=f"{AGENT_NAME}-forget", concurrency=1)(forget)
 
 
 def _with_session_state(app: faust.App, settings: Settings, projector: Projector) -> Projector:
@@ -226,7 +245,9 @@ def _declare_hooks(live: LiveApp) -> None:
         if live.stop_at is None or live.caught_up:
             return
         applied = live.processor.applied_offsets()
-        if all(applied.get(p, 0) >= end for p, end in live.stop_at.items()):
+        forgot = live.forgetting.next_offsets if live.forgetting is not None else {}
+        if all(applied.get(p, 0) >= end for p, end in live.stop_at.items()) and all(
+                forgot.get(p, 0) >= end for p, end in (live.forget_stop_at or {}).items()):
             live.caught_up = True
             await log_progress(live)
             live.request_stop(f"caught up with the end offsets seen at start {dict(live.stop_at)}")

@@ -100,6 +100,10 @@ class LiveProcessor:
     async def _on_store(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._store_thread, fn, *args)
 
+    async def on_store(self, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn`` on the thread that owns the stores, between batches (e.g. a forget)."""
+        return await self._on_store(fn, *args)
+
     async def load_offsets(self) -> dict[int, int]:
         """Read the applied offsets from the stores (the truth) into the processor."""
         applied = await self._on_store(self._projector.applied_offsets)

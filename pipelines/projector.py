@@ -13,12 +13,12 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from memstack.keystore import KeyStore
 from memstack.operators.index import FACT_KINDS, IndexOperator
 from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import FactEntry, MemoryRow, PutMemory
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
-from memstack.keystore import KeyStore
 from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Plan
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.log_reader import LogRecord
@@ -70,6 +70,13 @@ class StoreProjector:
     def applied_offsets(self) -> dict[int, int]:
         return dict(self._applied)
 
+    def reopen(self, stores: Stores) -> None:
+        """Continue on freshly opened stores (after a forget compacted the files): offsets are
+        re-read and the fact cache dropped, since it may hold entries that were forgotten."""
+        self.stores = stores
+        self._applied = stores.events.applied_offsets(self.topic)
+        self._reset_operator()
+
     def prepare(self, records: list[LogRecord]) -> Plan:
         events: list[LoggedEvent] = []
         dead: list[DeadLetter] = []
@@ -91,7 +98,7 @@ class StoreProjector:
                 continue
             if isinstance(event, Shredded):
                 continue  # its data key was destroyed by a forget request: nothing to read
-            if self.forgotten is not None and self.forgotten.covers(event, pos):
+            if self.forgotten is not None and self.forgotten.covers(event, pos.log_time):
                 continue
             events.append(LoggedEvent(event, pos))
         self._prefetch(events)
