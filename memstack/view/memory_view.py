@@ -10,7 +10,9 @@ checked again here (:func:`_own`): a row of another tenant raises instead of bei
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -24,7 +26,9 @@ from memstack.view.sql import facts_at_cut, first_unknown
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
 if TYPE_CHECKING:
+    from memstack.operators.mutations import MemoryRow
     from memstack.pipelines.embedding import Encoder
+    from memstack.pipelines.stores.base import MemoryHit
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
 
@@ -33,6 +37,8 @@ log = logging.getLogger(__name__)
 MIN_CANDIDATES = 40
 """Each retriever returns at least this many prefiltered candidates for fusion."""
 CANDIDATE_FACTOR = 4
+POSTFILTER_FACTOR = 3
+"""Each retriever ranks this many times its candidates before the as-of filter (see _leg)."""
 _END = LogPosition(datetime.max.replace(tzinfo=UTC), 1 << 30, 1 << 62)
 
 
@@ -156,20 +162,53 @@ class AsOfView:
             raise InvalidQueryError(f"k={k} must be at least 1")
         if not text.strip():
             raise InvalidQueryError("search text is empty")
-        where = self._scope(kinds, session, subject)
+        scope = self._scope_clauses(kinds, session, subject)
         n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
         vectors = self.memory.stores.vectors
-        by_text = [] if mode == "vector" else vectors.search_text(
-            _fts_text(text), tenant=self.tenant, k=n, where=where)
-        by_vector = [] if mode == "bm25" else vectors.search_vector(
-            self.memory.encoder.encode([text])[0], tenant=self.tenant, k=n, where=where)
+        text_leg: Future[list[MemoryHit]] | None = None
+        if mode != "vector":  # BM25 in a worker while this thread encodes and runs the ANN leg
+            words = _fts_text(text)
+            text_leg = _legs().submit(self._leg, lambda m, w: vectors.search_text(
+                words, tenant=self.tenant, k=m, where=w), n, scope)
+        try:
+            by_vector: list[MemoryHit] = []
+            if mode != "bm25":
+                vector = self.memory.encoder.encode([text])[0]
+                by_vector = self._leg(lambda m, w: vectors.search_vector(
+                    vector, tenant=self.tenant, k=m, where=w), n, scope)
+        finally:
+            by_text = [] if text_leg is None else text_leg.result()
         _own((h.row for h in by_text), self.tenant, "search")
         _own((h.row for h in by_vector), self.tenant, "search")
         return fuse(by_text, by_vector, k)
 
+    def _leg(self, search: _Leg, n: int, scope: list[str]) -> list[MemoryHit]:
+        """The top ``n`` candidates of one retriever that answer as of.
+
+        The as-of predicate is applied to the top ``POSTFILTER_FACTOR * n`` rows of the scope
+        rather than as a prefilter: its time ranges cost LanceDB 60-80 ms per leg at 1M rows
+        (BTREE range scans over the whole table, measured), the tenant prefilter alone ~2 ms for
+        the ANN leg and ~28 ms for BM25. The rows kept are those the prefiltered search ranks
+        first (scores do not depend on the filter), except that LanceDB breaks exact score
+        ties differently. When fewer than ``n`` of them answer as of (an early
+        ``valid``/``known``), the leg is run again with the full prefilter.
+        """
+        fetch = POSTFILTER_FACTOR * n
+        hits = search(fetch, " AND ".join(scope) or None)
+        kept = [h for h in hits if _visible(h.row, self.as_of)]
+        if len(kept) >= n or len(hits) < fetch:
+            return kept[:n]
+        return search(n, " AND ".join([A.memory_predicate(self.as_of), *scope]))
+
     def _scope(self, kinds: Sequence[str] | None, session: str | None,
                subject: str | None) -> str:
-        clauses = [A.memory_predicate(self.as_of)]
+        """The whole prefilter of a search: as of, and the scope."""
+        return " AND ".join([A.memory_predicate(self.as_of),
+                             *self._scope_clauses(kinds, session, subject)])
+
+    def _scope_clauses(self, kinds: Sequence[str] | None, session: str | None,
+                       subject: str | None) -> list[str]:
+        clauses: list[str] = []
         if kinds:
             unknown = sorted(set(kinds) - {str(k) for k in TEXT_KINDS})
             if unknown:
@@ -180,7 +219,7 @@ class AsOfView:
             clauses.append(f"session = {quote(session)}")
         if subject is not None:
             clauses.append(f"subject = {quote(subject)}")
-        return " AND ".join(clauses)
+        return clauses
 
     def records(self, session: str | None = None, start: datetime | None = None,
                 end: datetime | None = None, limit: int | None = None) -> list[Record]:
@@ -203,6 +242,33 @@ class AsOfView:
 
         request = ContextRequest(query, budget_tokens, session, subject)
         return assemble(self, request, self.memory.context_sources)
+
+
+_Leg = Callable[[int, str | None], "list[MemoryHit]"]
+"""One retriever: (how many, LanceDB where clause or None) -> hits, best first."""
+
+
+def _visible(row: MemoryRow, as_of: AsOf) -> bool:
+    """Whether a memory row answers as of: :func:`asof.memory_predicate`, in Python."""
+    if not (row.vt_from <= as_of.valid and (row.vt_to is None or row.vt_to > as_of.valid)):
+        return False
+    cut = as_of.known_cut
+    if cut is not None:
+        return cut.knows(row.partition, row.offset)
+    known = as_of.known_time or A.now()
+    return row.tt_from <= known and (row.tt_to is None or row.tt_to > known)
+
+
+_LEGS: list[ThreadPoolExecutor] = []
+_LEGS_LOCK = threading.Lock()
+
+
+def _legs() -> ThreadPoolExecutor:
+    """The shared pool that runs the BM25 leg of searches (LanceDB releases the GIL)."""
+    with _LEGS_LOCK:
+        if not _LEGS:
+            _LEGS.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstack-bm25"))
+        return _LEGS[0]
 
 
 def _fts_text(text: str) -> str:

@@ -34,13 +34,26 @@ from memstack.operators.mutations import (
 from memstack.operators.timeline import FactKey
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.base import ApplyResult
-from memstack.pipelines.stores.duckdb_schema import check_tables, create_tables, q, translated
+from memstack.pipelines.stores.duckdb_schema import (
+    by_subject,
+    check_tables,
+    create_tables,
+    q,
+    translated,
+)
 from memstack.pipelines.stores.errors import StoreNotFoundError, StoreReadOnlyError
 from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
 
 log = logging.getLogger(__name__)
 
 _VERSION_COLS = ", ".join(q(n) for n in EVENT_TABLES["fact_versions"].names)
+
+
+def _source(subject: str | None) -> tuple[str, list[Any]]:
+    """``SELECT <version columns> FROM`` the versions of ``subject`` (by index) or all."""
+    if subject is None:
+        return f"SELECT {_VERSION_COLS} FROM fact_versions", []
+    return f"{by_subject('fact_versions', _VERSION_COLS)}SELECT {_VERSION_COLS} FROM k", [subject]
 
 
 class _Batch:
@@ -259,9 +272,9 @@ class DuckDBEventIndex:
     ) -> list[FactVersion]:
         now = datetime.now(UTC)
         vt = vt or now
-        sql = [f"SELECT {_VERSION_COLS} FROM fact_versions WHERE tenant = ?",
-               "AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?)"]
-        params: list[Any] = [tenant, vt, vt]
+        head, params = _source(subject)
+        sql = [head, "WHERE tenant = ? AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?)"]
+        params += [tenant, vt, vt]
         if isinstance(tt, LogPosition):
             sql.append("AND (tt_from, tt_from_partition, tt_from_offset) <= (?, ?, ?) AND "
                        "(tt_to IS NULL OR (tt_to, tt_to_partition, tt_to_offset) > (?, ?, ?))")
@@ -270,18 +283,18 @@ class DuckDBEventIndex:
             at = tt or now
             sql.append("AND tt_from <= ? AND (tt_to IS NULL OR tt_to > ?)")
             params += [at, at]
-        for column, value in (("subject", subject), ("relation", relation)):
-            if value is not None:
-                sql.append(f"AND {column} = ?")
-                params.append(value)
+        if relation is not None:
+            sql.append("AND relation = ?")
+            params.append(relation)
         sql.append("ORDER BY subject, relation, vt_from, object")
         return arrow.to_versions(self._query(" ".join(sql), params))
 
     def fact_history(
         self, tenant: str, subject: str, relation: str | None = None
     ) -> list[FactVersion]:
-        sql = f"SELECT {_VERSION_COLS} FROM fact_versions WHERE tenant = ? AND subject = ?"
-        params: list[Any] = [tenant, subject]
+        head, params = _source(subject)
+        sql = f"{head} WHERE tenant = ?"
+        params.append(tenant)
         if relation is not None:
             sql += " AND relation = ?"
             params.append(relation)

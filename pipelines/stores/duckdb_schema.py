@@ -41,9 +41,28 @@ def ddl(table: str, schema: pa.Schema) -> str:
     return f"CREATE TABLE IF NOT EXISTS {q(table)} ({', '.join(cols)}, PRIMARY KEY ({key}))"
 
 
+SECONDARY_INDEXES: dict[str, tuple[str, str]] = {
+    "fact_versions_subject": ("fact_versions", "subject"),
+}
+"""ART indexes by name: (table, column). DuckDB uses an ART index only for a single equality
+predicate on its column (not a compound or range one), so reads by subject first select by
+subject alone (see :func:`by_subject`) and apply tenant, relation and times to those rows."""
+
+
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     for table, schema in EVENT_TABLES.items():
         con.execute(ddl(table, schema))
+    for name, (table, column) in SECONDARY_INDEXES.items():
+        con.execute(f"CREATE INDEX IF NOT EXISTS {q(name)} ON {q(table)} ({q(column)})")
+
+
+def by_subject(table: str, columns: str) -> str:
+    """A CTE ``k`` of the rows of ``table`` with ``subject = ?`` (one parameter).
+
+    ``MATERIALIZED`` keeps the other predicates out of the scan, so the subject's ART index
+    answers it by point lookup instead of a scan of the whole table (1M rows: ~3 ms vs ~10).
+    """
+    return f"WITH k AS MATERIALIZED (SELECT {columns} FROM {q(table)} WHERE subject = ?) "
 
 
 def check_tables(con: duckdb.DuckDBPyConnection, path: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,8 +58,14 @@ class IndexPolicy:
     """PQ sub-vectors (16 dims each at 384): 48 trains ~2.5x slower for little gain with refine."""
     refine_factor: int = 5
     nprobes: int = 20
-    scalar_columns: tuple[str, ...] = ("memory_id", "tenant", "session", "tt_from", "vt_from")
+    scalar_columns: tuple[str, ...] = ("memory_id", "tenant", "session", "tt_from", "vt_from",
+                                       "tt_to", "vt_to")
+    """BTREE indexes: with all four time columns indexed, the whole as-of prefilter is
+    answered from the indexes instead of reading ``tt_to``/``vt_to`` of every candidate."""
     keep_versions_for: timedelta = timedelta(hours=1)
+    index_check_every: float = 5.0
+    """Seconds a reader trusts its cached list of built indexes (the writer refreshes it
+    whenever it builds one); listing them per query costs ~2 ms."""
 
 
 def quote(value: str) -> str:
@@ -95,6 +102,8 @@ class LanceVectorIndex:
         self._policy = policy or IndexPolicy()
         self._lock = threading.Lock()
         self._schema = memories_schema(dim)
+        # searches fetch every column but the embedding (ranking needs only the scores)
+        self._columns = [n for n in self._schema.names if n != "vector"]
         if read_only and not self._dir.exists():
             raise StoreNotFoundError(f"no LanceDB index at {self._dir}; run the pipeline first")
         with translated("open", self._dir):
@@ -106,6 +115,8 @@ class LanceVectorIndex:
                 f"{self._dir}: table '{TABLE}' has schema {self._table.schema}, expected "
                 f"{self._schema}; move the directory away and rebuild it from the log")
         self._refreshed_at = self._trained_at = 0
+        self._indexes: frozenset[str] = frozenset()
+        self._indexes_checked = -math.inf
         if not read_only:
             self._refreshed_at = self._table.count_rows()
             stats = self._index_stats(VECTOR_INDEX)
@@ -189,6 +200,7 @@ class LanceVectorIndex:
             if force or due:
                 self._table.optimize(cleanup_older_than=p.keep_versions_for)
                 self._refreshed_at = rows
+            self._forget_indexes()
         if built or force or due:
             log.info("lance maintenance at %d rows: built %s, optimized %s", rows, built,
                      force or due)
@@ -227,6 +239,17 @@ class LanceVectorIndex:
         names = {i.name for i in self._table.list_indices()}
         return self._table.index_stats(name) if name in names else None
 
+    def _has_index(self, name: str) -> bool:
+        """Whether index ``name`` is built (cached for ``policy.index_check_every`` s)."""
+        now = time.monotonic()
+        if now - self._indexes_checked > self._policy.index_check_every:
+            self._indexes = frozenset(i.name for i in self._table.list_indices())
+            self._indexes_checked = now
+        return name in self._indexes
+
+    def _forget_indexes(self) -> None:
+        self._indexes_checked = -math.inf
+
     @staticmethod
     def _id_filter(ids: Sequence[str]) -> str:
         return f"memory_id IN ({', '.join(quote(i) for i in ids)})"
@@ -263,9 +286,10 @@ class LanceVectorIndex:
         with translated("search_vector", self._dir):
             flat = np.asarray(vector, dtype=np.float32).reshape(-1)
             builder: Any = self._table.search(flat, vector_column_name="vector")  # vector builder
-            query: Any = builder.distance_type("cosine").where(
-                self._filter(tenant, where), prefilter=True).limit(k)
-            if self._index_stats(VECTOR_INDEX) is not None:
+            query: Any = (builder.distance_type("cosine")
+                          .where(self._filter(tenant, where), prefilter=True)
+                          .select([*self._columns, "_distance"]).limit(k))
+            if self._has_index(VECTOR_INDEX):
                 query = query.nprobes(self._policy.nprobes).refine_factor(
                     self._policy.refine_factor)
             return self._hits(query.to_arrow(), "_distance")
@@ -274,17 +298,29 @@ class LanceVectorIndex:
                     where: str | None = None) -> list[MemoryHit]:
         """Full-text (BM25) search over one tenant's memory rows (prefiltered)."""
         with translated("search_text", self._dir):
-            if self._table.count_rows() == 0:
+            if not self._text_index_ready():
                 return []
-            if self._index_stats(TEXT_INDEX) is None:
-                if self._read_only:
-                    log.warning("%s has no full-text index yet; the writer builds it", self._dir)
-                    return []
-                with self._lock:
-                    self._build_missing()
             found = (self._table.search(query, query_type="fts", fts_columns="text")
-                     .where(self._filter(tenant, where), prefilter=True).limit(k).to_arrow())
+                     .where(self._filter(tenant, where), prefilter=True)
+                     .select([*self._columns, "_score"]).limit(k).to_arrow())
             return self._hits(found, "_score")
+
+    def _text_index_ready(self) -> bool:
+        """Whether the FTS index exists, building it in the writer when rows lack one."""
+        if self._has_index(TEXT_INDEX):
+            return True
+        self._forget_indexes()  # another process may have built it since the last check
+        if self._has_index(TEXT_INDEX):
+            return True
+        if self._table.count_rows() == 0:
+            return False
+        if self._read_only:
+            log.warning("%s has no full-text index yet; the writer builds it", self._dir)
+            return False
+        with self._lock:
+            self._build_missing()
+            self._forget_indexes()
+        return True
 
     @staticmethod
     def _hits(table: pa.Table, score: str) -> list[MemoryHit]:

@@ -14,6 +14,7 @@ import pytest
 
 from memstack.pipelines.stores.base import EventIndex
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
+from memstack.pipelines.stores.duckdb_schema import by_subject
 from memstack.pipelines.stores.errors import (
     StoreLockedError,
     StoreNotFoundError,
@@ -21,7 +22,7 @@ from memstack.pipelines.stores.errors import (
     StoreSchemaError,
 )
 from tests.pipelines.event_index_contract import EventIndexContract
-from tests.pipelines.helpers import TOPIC, builder, conversation, mutations
+from tests.pipelines.helpers import TOPIC, builder, conversation, logged, mutations, year
 
 
 class TestDuckDBEventIndex(EventIndexContract):
@@ -124,3 +125,24 @@ def test_readers_on_other_threads_see_whole_batches_while_batches_commit(
         reader.join(timeout=30)
         index.close()
     assert seen and all(n % 40 == 0 for n in seen)
+
+
+def test_facts_by_subject_use_the_subject_index_and_stay_in_their_tenant(
+    tmp_path: Path,
+) -> None:
+    index = DuckDBEventIndex(tmp_path / "memstack.duckdb")
+    try:
+        acme, other = builder("acme"), builder("other")
+        events = [logged(b.fact("s", "ana", "lives_in", city, valid_from=year(2020)), n)
+                  for n, (b, city) in enumerate(((acme, "Lisbon"), (other, "Oslo")), start=1)]
+        events += [logged(acme.fact("s", f"u{n}", "lives_in", "Rome", valid_from=year(2020)),
+                          n + 3) for n in range(50)]
+        index.apply(mutations(events), {0: 60}, topic=TOPIC)
+        for tenant, city in (("acme", "Lisbon"), ("other", "Oslo")):
+            assert [v.object for v in index.facts_as_of(tenant, subject="ana")] == [city]
+            assert [v.object for v in index.fact_history(tenant, "ana", "lives_in")] == [city]
+        sql = by_subject("fact_versions", "*") + "SELECT * FROM k WHERE tenant = ?"
+        plan = index._query("EXPLAIN ANALYZE " + sql, ["ana", "acme"]).to_pylist()
+        assert "Index Scan" in "\n".join(str(row) for row in plan)
+    finally:
+        index.close()
