@@ -14,7 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from memstack.keystore import KeyStore
 from memstack.operators.relations import RelationRegistry
+from memstack.pipelines.contracts import ForgetFilter
 from memstack.pipelines.embedding import Encoder, shared_encoder
 from memstack.pipelines.log_reader import LogRecord, end_offsets, read_bounded
 from memstack.pipelines.projector import StoreProjector
@@ -59,6 +61,8 @@ def rebuild(
     *,
     encoder: Encoder | None = None,
     registry: RelationRegistry | None = None,
+    keys: KeyStore | None = None,
+    forgotten: ForgetFilter | None = None,
 ) -> RebuildResult:
     """Replay ``topic`` into the stores at ``into_dir`` (created when missing)."""
     if batch < 1:
@@ -66,7 +70,8 @@ def rebuild(
     began = time.monotonic()
     stop = dict(stop) if stop is not None else end_offsets(bootstrap, topic)
     with Stores.open(into_dir) as stores:
-        projector = StoreProjector(stores, encoder or shared_encoder(), topic, registry)
+        projector = StoreProjector(stores, encoder or shared_encoder(), topic, registry,
+                                   keys=keys, forgotten=forgotten)
         applied = projector.applied_offsets()
         first = {p: max((start or {}).get(p, 0), applied.get(p, 0)) for p in stop}
         log.info("rebuild %s into %s: from %s to %s", topic, into_dir, first, stop)

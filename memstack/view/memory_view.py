@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from memstack.pipelines.stores.base import MemoryHit
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
+    from memstack.view_recall import RecallAnswer, RecallReader
+    from memstack.view_state import SessionStateReader, SessionStateView
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +66,31 @@ class MemoryView:
     """The read side of one tenant. Sync and thread-safe (each read uses its own cursor)."""
 
     def __init__(self, tenant: str, stores: Stores, *, encoder: Encoder | None = None,
-                 context_sources: Sequence[ContextSource] | None = None) -> None:
+                 context_sources: Sequence[ContextSource] | None = None,
+                 state: SessionStateReader | None = None,
+                 recall: RecallReader | None = None) -> None:
         if not tenant:
             raise InvalidQueryError("a view needs a tenant")
         self.tenant = tenant
         self.stores = stores
         self._encoder = encoder
         self._sources = context_sources
+        self._state = state
+        self._recall = recall
+
+    def session_state(self, session: str) -> SessionStateView:
+        """The session's recurrent state: ``.read(query_text, k)`` decodes the nearest items."""
+        if self._state is None:
+            raise InvalidQueryError("no session-state reader: pass state=SessionStateReader"
+                                    ".from_changelog(...) to MemoryView")
+        return self._state.session_state(self.tenant, session)
+
+    def recall(self, cue: str, known: datetime | None = None) -> RecallAnswer:
+        """Closed-book answer from the consolidated weights as of ``known`` (default: latest)."""
+        if self._recall is None:
+            raise InvalidQueryError("no recall reader: pass recall=RecallReader(...) to "
+                                    "MemoryView (run `memstack consolidate` first)")
+        return self._recall.recall(self.tenant, cue, known)
 
     @property
     def encoder(self) -> Encoder:

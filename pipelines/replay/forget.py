@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 from memstack.pipelines.log_reader import read_bounded
@@ -28,9 +29,10 @@ log = logging.getLogger(__name__)
 
 
 class ForgetFilter(Protocol):
-    """Decides whether a forget request in the ledger covers an event."""
+    """Decides whether a forget request in the ledger covers an event logged at ``log_time``
+    (:class:`memstack.pipelines.forgetting.ledger.ForgetLedger` is the real one)."""
 
-    def covers(self, event: Event) -> bool: ...
+    def covers(self, event: Event, log_time: datetime | None = None) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class ScopeForgetFilter:
     def __len__(self) -> int:
         return len(self.requests)
 
-    def covers(self, event: Event) -> bool:
+    def covers(self, event: Event, log_time: datetime | None = None) -> bool:
+        """Scope only (no time): a stand-in for tests; the replay uses the ForgetLedger."""
         return any(r.tenant == event.tenant and _scope_covers(r.scope, event)
                    for r in self.requests)
 

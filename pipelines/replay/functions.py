@@ -113,7 +113,8 @@ class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
             event = parse_event(item.record.value)
         except InvalidEventError:
             return item  # the projector turns it into a dead letter
-        return replace(item, forgotten=True) if self.config.forget.covers(event) else item
+        covered = self.config.forget.covers(event, item.record.position.log_time)
+        return replace(item, forgotten=True) if covered else item
 
     def _flush(self) -> Iterator[Item]:
         items, self.buffer = self.buffer, []

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.replay.bounds import Bounds, End, Point, resolve
 from memstack.pipelines.replay.errors import ReplayJobError
 from memstack.pipelines.replay.flink_env import FlinkRuntime, WorkerMode, create_envs
-from memstack.pipelines.replay.forget import load_forget_ledger
 from memstack.pipelines.replay.progress import Progress, ProgressTracker
 from memstack.pipelines.replay.source import bounded_log
 from memstack.pipelines.replay.wiring import ProjectorFactory, WriterConfig, open_projector
@@ -90,8 +90,8 @@ def run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | N
         log.info("replay: nothing to do, the stores are at %s", dict(bounds.stop))
         return ReplayResult(bounds, None, time.monotonic() - started, 0.0)
     if spec.honour_forget:
-        config = replace(config, forget=load_forget_ledger(settings.bootstrap,
-                                                           settings.forget_topic))
+        config = replace(config, forget=ForgetLedger.load(settings.bootstrap,
+                                                          settings.forget_topic))
     rt = FlinkRuntime(spec.work_dir or spec.into.parent / f".{spec.into.name}.flink",
                       spec.parallelism, spec.worker_mode)
     tracker = ProgressTracker(bounds, time.monotonic())
@@ -110,7 +110,8 @@ def _writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
         into=spec.into.resolve(), topic=settings.events_topic, bootstrap=settings.bootstrap,
         dlq_topic=settings.dlq_topic, send_dead_letters=spec.send_dead_letters,
         commit_batch=spec.commit_batch, embed_batch=spec.embed_batch,
-        buckets=max(16, 16 * spec.parallelism), projector_factory=spec.projector_factory)
+        buckets=max(16, 16 * spec.parallelism), projector_factory=spec.projector_factory,
+        keys_dir=settings.keys_dir)
 
 
 def _build(rt: FlinkRuntime, settings: Settings, bounds: Bounds,

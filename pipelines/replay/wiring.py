@@ -45,10 +45,13 @@ class WriterConfig:
     embed_upstream: bool = True
     """Embed in the parallel prepare stage (off the writer's path); else in the writer."""
     projector_factory: ProjectorFactory | None = None
+    keys_dir: Path | None = None
+    """The key store of sealed events (crypto-shredding); sealed records need it to be read."""
 
 
 def store_projector(config: WriterConfig) -> Projector:
     """The live pipeline's :class:`StoreProjector` over the stores in ``config.into``."""
+    from memstack.keystore import FileKeyStore
     from memstack.pipelines.embedding import shared_encoder
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
@@ -56,7 +59,9 @@ def store_projector(config: WriterConfig) -> Projector:
     stores = Stores.open(config.into)
     try:
         encoder = VectorCache(shared_encoder())
-        inner = StoreProjector(stores, encoder, config.topic, maintain_indexes=False)
+        keys = FileKeyStore(config.keys_dir) if config.keys_dir is not None else None
+        inner = StoreProjector(stores, encoder, config.topic, maintain_indexes=False,
+                               keys=keys, forgotten=config.forget)
     except BaseException:
         stores.close()
         raise

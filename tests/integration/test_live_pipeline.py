@@ -14,16 +14,19 @@ from kafka import KafkaProducer
 from memstack.client import MemoryClient
 from memstack.jobs.run import spawn_worker
 from memstack.operators.log import LogPosition
-from memstack.pipelines import dlq
 from memstack.operators.state_codec import restore_sums
+from memstack.pipelines import dlq
 from memstack.pipelines.consolidation.feed import FeedRecord
 from memstack.pipelines.consolidation.producer import feed_topic
+from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event, EventKind, parse_event
 from memstack.settings import Settings
+from memstack.view import MemoryView
+from memstack.view_state import SessionStateReader
 
 MALFORMED = b'{"kind": "message", "payload": \xff truncated'
 SESSION = "s-dlq"
@@ -86,6 +89,12 @@ def test_emitted_events_land_in_both_stores_and_malformed_one_in_dlq(
         for event_id, memory in memories.items():
             assert memory.tt_from == logged[event_id].log_time
             assert memory.text == texts[event_id].text()
+        # The session state reads back through MemoryView: nearest turns to a query.
+        reader = SessionStateReader.from_changelog(stores, shared_encoder(), topics.bootstrap,
+                                                   changelog_topic(group_id(topics)))
+        view = MemoryView("acme", stores, state=reader)
+        hits = view.session_state(SESSION).read("how many tomato seedlings did I plant?", 3)
+        assert hits and "tomato" in hits[0].text, hits
         facts = stores.events.facts_as_of("acme", subject="user:ana", relation="lives_in")
         fact_pos = logged[sent[6].event_id]
         assert [(f.object, f.tt_from, f.tt_from_offset) for f in facts] == [
