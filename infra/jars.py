@@ -41,31 +41,41 @@ def resolve_jars(kafka_dir: Path = KAFKA_DIR, *, force: bool = False) -> Path:
     Skips Maven when the stamp matches the pom (a few milliseconds). Needs ``mvn`` and Maven
     Central the first time only.
     """
-    lib = kafka_dir / "lib"
-    if not force and is_resolved(kafka_dir):
+    return resolve_maven(kafka_dir, "kafka_2.13-*.jar", "Kafka's jars", force=force)
+
+
+def resolve_maven(project_dir: Path, marker_glob: str, what: str, *,
+                  force: bool = False) -> Path:
+    """Copy the runtime dependencies of ``project_dir/pom.xml`` into ``project_dir/lib``.
+
+    Runs once per pom: a stamp with the pom's hash is written last, and concurrent callers
+    serialise on a file lock. ``marker_glob`` names a jar that must be there afterwards.
+    """
+    lib = project_dir / "lib"
+    if not force and is_resolved(project_dir):
         return lib
     lib.mkdir(parents=True, exist_ok=True)
     with (lib / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force and is_resolved(kafka_dir):  # another process resolved while we waited
+        if not force and is_resolved(project_dir):  # another process resolved while we waited
             return lib
-        _run_maven(kafka_dir, lib)
-        (lib / STAMP_NAME).write_text(pom_hash(kafka_dir) + "\n")
+        _run_maven(project_dir, lib, marker_glob, what)
+        (lib / STAMP_NAME).write_text(pom_hash(project_dir) + "\n")
     return lib
 
 
-def _run_maven(kafka_dir: Path, lib: Path) -> None:
+def _run_maven(project_dir: Path, lib: Path, marker_glob: str, what: str) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarResolutionError(
-            "Maven (mvn) is not on PATH; it resolves Kafka's jars once. "
+            f"Maven (mvn) is not on PATH; it resolves {what} once. "
             "Install it with `apt-get install -y maven`."
         )
     for old in lib.glob("*.jar"):  # a changed pom must not leave old versions on the classpath
         old.unlink()
-    cmd = [mvn, "-q", "-B", "-f", str(kafka_dir / "pom.xml"), "dependency:copy-dependencies",
+    cmd = [mvn, "-q", "-B", "-f", str(project_dir / "pom.xml"), "dependency:copy-dependencies",
            f"-DoutputDirectory={lib}"]
-    log.info("resolving Kafka jars with Maven into %s", lib)
+    log.info("resolving %s with Maven into %s", what, lib)
     started = time.monotonic()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=_MVN_TIMEOUT_S,
@@ -75,10 +85,10 @@ def _run_maven(kafka_dir: Path, lib: Path) -> None:
             f"Maven did not finish within {_MVN_TIMEOUT_S} s; check access to Maven Central "
             f"and rerun `{' '.join(cmd)}`"
         ) from exc
-    if done.returncode != 0 or not any(lib.glob("kafka_2.13-*.jar")):
+    if done.returncode != 0 or not any(lib.glob(marker_glob)):
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
         raise JarResolutionError(
-            f"Maven failed to resolve Kafka's jars (exit {done.returncode}); rerun "
+            f"Maven failed to resolve {what} (exit {done.returncode}); rerun "
             f"`{' '.join(cmd)}` to see why. Output tail:\n{tail}"
         )
     log.info("resolved %d jars in %.1f s", len(list(lib.glob("*.jar"))),

@@ -40,7 +40,8 @@ class RebuildResult:
     content_hash: str
 
 
-def _batches(records: Iterable[LogRecord], size: int) -> Iterator[list[LogRecord]]:
+def batches(records: Iterable[LogRecord], size: int) -> Iterator[list[LogRecord]]:
+    """Consecutive lists of ``size`` records (the last one shorter)."""
     batch: list[LogRecord] = []
     for record in records:
         batch.append(record)
@@ -77,7 +78,7 @@ def rebuild(
         log.info("rebuild %s into %s: from %s to %s", topic, into_dir, first, stop)
         records = events = dead = 0
         last_report = began
-        for chunk in _batches(read_bounded(bootstrap, topic, first, stop), batch):
+        for chunk in batches(read_bounded(bootstrap, topic, first, stop), batch):
             plan = projector.prepare(chunk)
             projector.commit(plan)
             records += len(chunk)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from memstack.pipelines.embedding import Encoder, shared_encoder
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.log_reader import LogRecord, end_offsets, read_bounded
 from memstack.pipelines.projector import StoreProjector
+from memstack.pipelines.rebuild import batches
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.sealed import SealedEvent, parse_record
@@ -121,7 +121,7 @@ def rebuild_forgetting(bootstrap: str, topic: str, into_dir: Path, ledger: Forge
         projector = ForgettingProjector(inner, ledger, keys)
         start = projector.applied_offsets()
         records = applied = 0
-        for chunk in _batches(read_bounded(bootstrap, topic, start, stop), batch):
+        for chunk in batches(read_bounded(bootstrap, topic, start, stop), batch):
             plan = projector.prepare(chunk)
             projector.commit(plan)
             records += len(chunk)
@@ -134,14 +134,3 @@ def rebuild_forgetting(bootstrap: str, topic: str, into_dir: Path, ledger: Forge
              "%d shredded in %.1f s", records, applied, result.forgotten, result.shredded,
              result.seconds)
     return result
-
-
-def _batches(records: Iterator[LogRecord], size: int) -> Iterator[list[LogRecord]]:
-    batch: list[LogRecord] = []
-    for record in records:
-        batch.append(record)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
