@@ -18,7 +18,6 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
-    field_serializer,
     field_validator,
     model_validator,
 )
@@ -173,7 +172,12 @@ def utc(value: datetime) -> datetime:
 
 
 def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with microseconds and a ``Z``: the one wire format for times."""
+    """RFC 3339 in UTC with microseconds and a ``Z``.
+
+    Event times on the wire are written by pydantic's own (Rust) serializer, which gives the
+    same form for UTC times (``...T03:04:05.678901Z``; the fraction is left out when it is
+    zero); it is several microseconds per event faster than a Python field serializer.
+    """
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -220,10 +224,6 @@ class Envelope(_Frozen):
         if self.kind in (EventKind.FACT_ASSERTED, EventKind.FACT_RETRACTED) and not self.subject:
             raise ValueError(f"kind '{self.kind}' requires 'subject'")
         return self
-
-    @field_serializer("occurred_at", "valid_from", "valid_to")
-    def _ser_time(self, value: datetime | None) -> str | None:
-        return None if value is None else format_time(value)
 
     @property
     def key(self) -> bytes:
