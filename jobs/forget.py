@@ -17,6 +17,7 @@ from memstack.pipelines.forgetting import (
     ForgetStores,
     KafkaLineage,
 )
+from memstack.pipelines.forgetting.contract import Forgettable
 from memstack.pipelines.forgetting.keys import rotate_before_request
 from memstack.pipelines.forgetting.processor import apply_pending
 from memstack.pipelines.forgetting.resolve import resolve
@@ -46,7 +47,23 @@ def processor_for(settings: Settings, stores: ForgetStores) -> ForgetProcessor:
     keys = FileKeyStore(settings.keys_dir)
     return ForgetProcessor(stores, keys=keys,
                            lineage=KafkaLineage(settings.bootstrap, settings.events_topic, keys),
-                           encoder=shared_encoder(), outcomes_dir=settings.home / "forget")
+                           encoder=shared_encoder(), outcomes_dir=settings.home / "forget",
+                           extra=_weight_stores(settings, stores))
+
+
+def _weight_stores(settings: Settings, stores: ForgetStores) -> list[Forgettable]:
+    """The consolidated weights forget too, when this deployment runs consolidation."""
+    from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
+    from memstack.pipelines.consolidation.feed import Sharding
+    from memstack.pipelines.consolidation.forget import ConsolidationForgetStore
+    from memstack.pipelines.consolidation.job import checkpoint_root
+
+    root = checkpoint_root(settings)
+    if not root.exists():
+        return []
+    teacher = StoreTeacher(stores.duckdb.index, shared_encoder())
+    return [ConsolidationForgetStore(root, Distiller(teacher), sharding=Sharding.from_env(),
+                                     events=lambda: stores.duckdb.index)]
 
 
 def apply(settings: Settings, into: Path | None = None) -> list[ForgetOutcome]:

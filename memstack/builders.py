@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from memstack.schemas.errors import InvalidEventError
+from memstack.schemas.events import Event, EventKind, ForgetScope, now_utc, validate_event
 from memstack.schemas.ids import uuid7
-from memstack.schemas.events import EventKind, Event, ForgetScope, now_utc, validate_event
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ class EventBuilder:
 
     def forget(self, scope: ForgetScope | dict[str, Any], reason: str | None = None,
                session: str = "_forget", **env: Any) -> Event:
-        scope_data = scope.model_dump(exclude_none=True) if isinstance(scope, ForgetScope) else scope
+        scope_data = (scope.model_dump(exclude_none=True) if isinstance(scope, ForgetScope)
+                      else scope)
         return self.build(
             EventKind.FORGET_REQUESTED, session, {"scope": scope_data, "reason": reason}, **env
         )

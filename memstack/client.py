@@ -18,7 +18,7 @@ from kafka.errors import KafkaError
 
 from memstack.builders import Defaults, EventBuilder
 from memstack.errors import BrokerUnavailableError, MemstackError
-from memstack.keystore import KeyStore
+from memstack.keystore import FileKeyStore, KeyStore
 from memstack.schemas.events import Event, EventKind, ForgetRequestedPayload, validate_event
 from memstack.sealing import seal
 from memstack.settings import Settings
@@ -83,11 +83,13 @@ class MemoryClient(EventBuilder):
                  source: str = "memstack-sdk", keys: KeyStore | None = None,
                  **producer_overrides: Any) -> None:
         super().__init__(Defaults(tenant=tenant, agent=agent, source=source))
+        self.settings = settings or Settings.from_env()
+        if keys is None and self.settings.seal:  # MEMSTACK_SEAL=1: the deployment's key store
+            keys = FileKeyStore(self.settings.keys_dir)
         self.keys = keys
         """When set, payloads are sealed with per-scope data keys (crypto-shredding)."""
         self.events = EventBuilder(self.defaults)
         """Builds events without sending them (``client.emit(client.events.note(...))``)."""
-        self.settings = settings or Settings.from_env()
         config = {**PRODUCER_CONFIG, **producer_overrides}
         try:
             self._producer = KafkaProducer(bootstrap_servers=self.settings.bootstrap, **config)

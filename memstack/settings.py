@@ -38,6 +38,8 @@ class Settings:
     bootstrap: str = f"127.0.0.1:{DEFAULT_KAFKA_PORT}"
     topic_prefix: str = "memstack"
     partitions: int = 3
+    seal: bool = False
+    """Seal event payloads with per-scope keys (crypto-shredding); ``MEMSTACK_SEAL=1``."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -49,7 +51,8 @@ class Settings:
         if not prefix or any(c in prefix for c in " /\\:"):
             raise ConfigError(f"MEMSTACK_TOPIC_PREFIX={prefix!r} must be a plain topic name part")
         partitions = _int("MEMSTACK_PARTITIONS", 3, minimum=1)
-        return cls(home, port, controller, bootstrap, prefix, partitions)
+        seal = os.environ.get("MEMSTACK_SEAL", "0").strip().lower() in ("1", "true", "yes", "on")
+        return cls(home, port, controller, bootstrap, prefix, partitions, seal)
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]  # dataclass replace is untyped
