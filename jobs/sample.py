@@ -20,8 +20,8 @@ def sample_conversation(builder: EventBuilder, session: str) -> list[Event]:
     return [
         builder.message(session, "user", "Hi, I'm Ana. I live in Lisbon and work as a nurse.",
                         occurred_at=at(0), subject=ana, authority="user"),
-        builder.fact(session, ana, "lives_in", "Lisbon", valid_from=datetime(2019, 5, 1, tzinfo=UTC),
-                     occurred_at=at(0)),
+        builder.fact(session, ana, "lives_in", "Lisbon",
+                     valid_from=datetime(2019, 5, 1, tzinfo=UTC), occurred_at=at(0)),
         builder.fact(session, ana, "works_as", "nurse", occurred_at=at(0)),
         builder.message(session, "assistant", "Nice to meet you, Ana! How can I help today?",
                         occurred_at=at(1)),

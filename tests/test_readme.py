@@ -28,7 +28,7 @@ def test_readme_example_runs(block: str, topics: Settings,
     monkeypatch.setenv("MEMSTACK_BOOTSTRAP", topics.bootstrap)
     monkeypatch.setenv("MEMSTACK_TOPIC_PREFIX", topics.topic_prefix)
     monkeypatch.setenv("MEMSTACK_HOME", str(topics.home))
-    exec(compile(block, str(README), "exec"), {})  # noqa: S102 - the README's own code
+    exec(compile(block, str(README), "exec"), {})
     events = [parse_event(r.value or b"") for r in read_bounded(topics.bootstrap,
                                                                  topics.events_topic)]
     assert events, "the example emitted nothing"

@@ -3,8 +3,8 @@
 Both sides send the same serialized bytes with the same keys to a fresh topic of the same
 configuration, with the same producer settings (idempotent, ``acks=all``). Runs interleave
 in ABBA order (SDK, raw, raw, SDK, ...) so both see the same machine load; the ratio is the
-median of the per-pair ratios. The SDK side pays for everything the SDK adds: envelope checks, canonical
-JSON, topic routing and the returned handle.
+median of the per-pair ratios. The SDK side pays for everything the SDK adds: envelope
+checks, canonical JSON, topic routing and the returned handle.
 """
 
 from __future__ import annotations
