@@ -167,6 +167,10 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
     _declare_agent(live, events)
     if forgetting is not None:
         live.forgetting = forgetting
+        if isinstance(projector, StatefulProjector):  # a forgotten session's state is dropped
+            stateful = projector
+            forgetting.on_sessions_forgotten = lambda keys: stateful.run(
+                stateful.updater.drop(keys))
         _declare_forget_agent(live, forgetting)
     _declare_hooks(live)
     return live

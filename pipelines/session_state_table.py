@@ -227,8 +227,16 @@ class StatefulProjector:
     """
 
     def __init__(self, inner: Projector, updater: SessionStateUpdater,
-                 run: Callable[[Awaitable[ApplyResult]], ApplyResult]) -> None:
+                 run: Callable[[Awaitable[Any]], Any]) -> None:
         self.inner, self.updater, self._run = inner, updater, run
+
+    def run(self, coro: Awaitable[Any]) -> Any:
+        """Run one of the updater's coroutines on the loop that owns the sink; wait for it."""
+        return self._run(coro)
+
+    @property
+    def encoder(self) -> object:
+        return getattr(self.inner, "encoder", None)
 
     def applied_offsets(self) -> dict[int, int]:
         return self.inner.applied_offsets()
@@ -239,7 +247,7 @@ class StatefulProjector:
     def commit(self, plan: Plan) -> None:
         if plan.events:
             self.updater.warm(plan.events)  # embed here, on the store thread, not on the loop
-            result = self._run(self.updater.apply(plan.events))
+            result: ApplyResult = self._run(self.updater.apply(plan.events))
             log.debug("session state: %d items, %d sessions, %d skipped", result.items,
                       result.sessions, result.skipped)
         self.inner.commit(plan)
@@ -248,10 +256,9 @@ class StatefulProjector:
         self.inner.close()
 
 
-def loop_runner(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[ApplyResult]],
-                                                             ApplyResult]:
+def loop_runner(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[Any]], Any]:
     """Run a coroutine on ``loop`` from another thread and wait for its result."""
-    def run(coro: Awaitable[ApplyResult]) -> ApplyResult:
+    def run(coro: Awaitable[Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]  # a coroutine
     return run
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
 from memstack.pipelines.forgetting.ledger import ForgetLedger, parse_request
 from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor
@@ -38,6 +39,9 @@ class LiveForgetting:
         self._on_reopen = on_reopen
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
+        self.on_sessions_forgotten: Callable[[list[tuple[str, int]]], object] | None = None
+        """Called with ``(tenant/session, partition)`` of every session a request erased whole
+        (session and tenant scopes), e.g. to drop their recurrent state."""
 
     def apply(self, record: LogRecord) -> ForgetOutcome | None:
         pos = record.position
@@ -54,6 +58,7 @@ class LiveForgetting:
         self.ledger.add(request)
         if request.request_id in _applied(self.directory):
             return None  # done before a restart: the stores already hold the result
+        sessions = self._whole_sessions(request)
         self.projector.stores.close()
         try:
             with ForgetStores(self.directory) as stores:
@@ -63,10 +68,22 @@ class LiveForgetting:
             self.projector.reopen(reopened)
             if self._on_reopen is not None:
                 self._on_reopen(reopened)
+        if sessions and self.on_sessions_forgotten is not None:
+            self.on_sessions_forgotten(sessions)
         log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
                  request.request_id, request.scope.type, outcome.events,
                  "passed" if outcome.audit.passed else "FAILED", sum(outcome.seconds.values()))
         return outcome
+
+
+    def _whole_sessions(self, request: ForgetRequest) -> list[tuple[str, int]]:
+        """The sessions a session or tenant request erases, with their events' partition."""
+        scope = request.scope
+        if scope.type not in ("session", "tenant"):
+            return []
+        rows = self.projector.stores.events.records(
+            request.tenant, session=scope.session if scope.type == "session" else None)
+        return sorted({(f"{r.tenant}/{r.session}", r.partition) for r in rows})
 
 
 def _applied(directory: Path) -> set[str]:

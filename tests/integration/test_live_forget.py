@@ -16,7 +16,10 @@ import pytest
 from memstack.client import MemoryClient
 from memstack.jobs.run import spawn_worker
 from memstack.keystore import FileKeyStore
+from memstack.operators.state_codec import restore_sums
+from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import read_bounded
+from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
 from memstack.sealing import Shredded, open_record
 from memstack.settings import Settings
@@ -65,3 +68,12 @@ def test_session_forget_is_applied_by_the_live_worker(topics: Settings, tmp_path
     assert len(shredded) == 2  # the two events logged before the request
     assert SECRET.encode() not in b"".join(
         r.value or b"" for r in read_bounded(topics.bootstrap, topics.events_topic))
+
+    # The forgotten session's recurrent state was dropped (a tombstone in the table's
+    # changelog); what it holds now is the one event logged after the request.
+    changelog = changelog_topic(group_id(topics))
+    values = [r.value for r in read_bounded(topics.bootstrap, changelog)
+              if r.key == b"acme/s-gone"]
+    assert None in values  # the tombstone
+    assert sum(restore_sums(latest_snapshots(topics.bootstrap, changelog)["acme/s-gone"])
+               .counts) == 1
