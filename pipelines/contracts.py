@@ -71,3 +71,28 @@ class ForgetFilter(Protocol):
         """True when a forget request erases ``event`` logged at ``log_time`` (requests cover
         their scope's events logged up to the request; later events are new data)."""
         ...
+
+
+class WrappingProjector:
+    """A projector that adds work around another one's ``commit`` and delegates the rest
+    (the session state and the consolidation feed wrap the store projector this way)."""
+
+    def __init__(self, inner: Projector) -> None:
+        self.inner = inner
+
+    @property
+    def encoder(self) -> object:
+        """The innermost projector's encoder (shared, so texts are embedded once)."""
+        return getattr(self.inner, "encoder", None)
+
+    def applied_offsets(self) -> dict[int, int]:
+        return self.inner.applied_offsets()
+
+    def prepare(self, records: list[LogRecord]) -> Plan:
+        return self.inner.prepare(records)
+
+    def commit(self, plan: Plan) -> None:
+        self.inner.commit(plan)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -34,9 +34,8 @@ from memstack.operators.session_state import StateConfig, _projection
 from memstack.operators.state_arena import SessionSums, StateArena, Terms
 from memstack.operators.state_codec import restore_sums, snapshot_sums
 from memstack.operators.state_keys import ItemTexts, item_texts, project
-from memstack.pipelines.contracts import Plan, Projector
+from memstack.pipelines.contracts import Plan, Projector, WrappingProjector
 from memstack.pipelines.embedding import Encoder
-from memstack.pipelines.log_reader import LogRecord
 from memstack.schemas.events import Envelope
 
 log = logging.getLogger(__name__)
@@ -218,7 +217,7 @@ def item_texts_of(logged: LoggedEvent) -> ItemTexts | None:
     return item_texts(logged.event)
 
 
-class StatefulProjector:
+class StatefulProjector(WrappingProjector):
     """A :class:`Projector` that updates the session state before the inner one commits.
 
     The LiveProcessor calls ``commit`` on its store thread with exactly the events it applies
@@ -228,21 +227,12 @@ class StatefulProjector:
 
     def __init__(self, inner: Projector, updater: SessionStateUpdater,
                  run: Callable[[Awaitable[Any]], Any]) -> None:
-        self.inner, self.updater, self._run = inner, updater, run
+        super().__init__(inner)
+        self.updater, self._run = updater, run
 
     def run(self, coro: Awaitable[Any]) -> Any:
         """Run one of the updater's coroutines on the loop that owns the sink; wait for it."""
         return self._run(coro)
-
-    @property
-    def encoder(self) -> object:
-        return getattr(self.inner, "encoder", None)
-
-    def applied_offsets(self) -> dict[int, int]:
-        return self.inner.applied_offsets()
-
-    def prepare(self, records: list[LogRecord]) -> Plan:
-        return self.inner.prepare(records)
 
     def commit(self, plan: Plan) -> None:
         if plan.events:
@@ -251,9 +241,6 @@ class StatefulProjector:
             log.debug("session state: %d items, %d sessions, %d skipped", result.items,
                       result.sessions, result.skipped)
         self.inner.commit(plan)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def loop_runner(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[Any]], Any]:

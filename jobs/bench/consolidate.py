@@ -4,9 +4,8 @@ consolidation learner, on real MiniLM embeddings of templated facts.
 Facts are ``(person, relation, object)``: 10 relations (lives in, works for, ...), each with a
 pool of 20 to 22 objects and three paraphrase templates. A cue is ``"subject relation"``; the
 target is the object's embedding, given by an ``EmbeddingTeacher`` (distillation); recall@1
-decodes ``W φ(cue)`` to the nearest object of that relation's pool (chance ≈ 5%).
-
-Embeddings are cached in ``out/cache/``: a GPU machine without the model runs from that cache.
+decodes ``W φ(cue)`` to the nearest object of that relation's pool (chance ≈ 5%). Embeddings
+are cached in ``out/cache/``: a GPU machine without the model runs from that cache.
 """
 
 from __future__ import annotations
