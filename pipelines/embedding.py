@@ -152,6 +152,15 @@ class CachingEncoder:
     def dim(self) -> int:
         return self.inner.dim
 
+    def remember(self, texts: Sequence[str], vectors: Vectors) -> None:
+        """Store vectors computed elsewhere (e.g. a replay's parallel embedding stage)."""
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._cache[text] = vector
+                self._cache.move_to_end(text)
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
+
     def encode(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

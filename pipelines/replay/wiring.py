@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
-from memstack.pipelines.embedding import Encoder
+from memstack.pipelines.embedding import CachingEncoder, Encoder
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.replay.forget import ForgetFilter
-from memstack.pipelines.stores.base import Vectors
 
 if TYPE_CHECKING:
     from memstack.pipelines.replay.functions import Item
@@ -58,7 +57,8 @@ def store_projector(config: WriterConfig) -> Projector:
 
     stores = Stores.open(config.into)
     try:
-        encoder = VectorCache(shared_encoder())
+        # Vectors embedded upstream reach the projector through the cache; a miss runs the model.
+        encoder = CachingEncoder(shared_encoder())
         keys = FileKeyStore(config.keys_dir) if config.keys_dir is not None else None
         inner = StoreProjector(stores, encoder, config.topic, maintain_indexes=False,
                                keys=keys, forgotten=config.forget)
@@ -68,46 +68,10 @@ def store_projector(config: WriterConfig) -> Projector:
     return OwningProjector(inner, stores, encoder)
 
 
-class VectorCache:
-    """An :class:`Encoder` that first serves vectors computed upstream, keyed by text.
-
-    The replay's parallel stage embeds; the writer hands those vectors to the projector
-    through this cache, so the model runs off the writer's path. A miss runs the model.
-    """
-
-    def __init__(self, inner: Encoder) -> None:
-        self.inner = inner
-        self._vectors: dict[str, Vectors] = {}
-        self.hits = 0
-        self.misses = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def remember(self, texts: Sequence[str], vectors: Vectors) -> None:
-        self._vectors.update(zip(texts, vectors, strict=True))
-
-    def encode(self, texts: Sequence[str]) -> Vectors:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            self.remember(missing, self.inner.encode(missing))
-        self.misses += len(missing)
-        self.hits += len(texts) - len(missing)
-        out = np.stack([self._vectors[t] for t in texts]) if texts else \
-            np.zeros((0, self.dim), dtype=np.float32)
-        self._vectors.clear()  # one batch at a time: memory stays bounded
-        return np.ascontiguousarray(out, dtype=np.float32)
-
-
 class OwningProjector:
     """The projector plus what it does not own: the stores (closed, indexes built, on close)."""
 
-    def __init__(self, inner: Projector, stores: Stores, cache: VectorCache) -> None:
+    def __init__(self, inner: Projector, stores: Stores, cache: CachingEncoder) -> None:
         self.inner = inner
         self.stores = stores
         self.cache = cache
