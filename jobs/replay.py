@@ -11,6 +11,7 @@ from memstack.pipelines.replay.bounds import parse_point
 from memstack.pipelines.replay.flink_env import WorkerMode
 from memstack.pipelines.replay.job import ReplayResult, ReplaySpec, run_replay
 from memstack.pipelines.replay.progress import ProgressTracker
+from memstack.pipelines.replay.wiring import PrepareKey
 from memstack.settings import Settings
 
 
@@ -23,11 +24,13 @@ def printer(stream: TextIO = sys.stderr) -> object:
 
 def main(*, start: str, stop: str, into: Path, parallelism: int = 1,
          worker_mode: WorkerMode = "process", send_dead_letters: bool = False,
-         honour_forget: bool = True, settings: Settings | None = None) -> ReplayResult:
+         honour_forget: bool = True, embed_batch: int = 1024,
+         prepare_key: PrepareKey = "record", settings: Settings | None = None) -> ReplayResult:
     settings = settings or Settings.from_env()
     spec = ReplaySpec(into=into.resolve(), start=parse_point(start), stop=parse_point(stop),
                       parallelism=parallelism, worker_mode=worker_mode,
-                      send_dead_letters=send_dead_letters, honour_forget=honour_forget)
+                      send_dead_letters=send_dead_letters, honour_forget=honour_forget,
+                      embed_batch=embed_batch, prepare_key=prepare_key)
     return run_replay(spec, settings, printer())  # type: ignore[arg-type]  # a ProgressTracker callback
 
 

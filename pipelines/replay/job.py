@@ -10,6 +10,7 @@ over existing stores catches them up), reads the forget ledger, then runs the to
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -23,7 +24,12 @@ from memstack.pipelines.replay.errors import ReplayJobError
 from memstack.pipelines.replay.flink_env import FlinkRuntime, WorkerMode, create_envs
 from memstack.pipelines.replay.progress import Progress, ProgressTracker
 from memstack.pipelines.replay.source import bounded_log
-from memstack.pipelines.replay.wiring import ProjectorFactory, WriterConfig, open_projector
+from memstack.pipelines.replay.wiring import (
+    PrepareKey,
+    ProjectorFactory,
+    WriterConfig,
+    open_projector,
+)
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -43,8 +49,13 @@ class ReplaySpec:
     send_dead_letters: bool = False
     """Live already sent the dead letters of the same records; a catch-up may want them."""
     honour_forget: bool = True
-    commit_batch: int = 256
-    embed_batch: int = 64
+    commit_batch: int = 1024
+    embed_batch: int = 1024
+    """Texts per model call: large, because the model sorts a call's texts by length (little
+    padding) and the call runs on a background thread while records keep flowing."""
+    prepare_key: PrepareKey = "record"
+    """Spread the prepare stage by record (even load) or by session; the writer restores each
+    partition's log order either way."""
     work_dir: Path | None = None
     projector_factory: ProjectorFactory | None = None
 
@@ -110,7 +121,9 @@ def _writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
         into=spec.into.resolve(), topic=settings.events_topic, bootstrap=settings.bootstrap,
         dlq_topic=settings.dlq_topic, send_dead_letters=spec.send_dead_letters,
         commit_batch=spec.commit_batch, embed_batch=spec.embed_batch,
-        buckets=max(16, 16 * spec.parallelism), projector_factory=spec.projector_factory,
+        embed_threads=max(1, (os.cpu_count() or 1) // spec.parallelism),
+        prepare_key=spec.prepare_key,
+        buckets=4096, projector_factory=spec.projector_factory,
         keys_dir=settings.keys_dir)
 
 
@@ -129,10 +142,13 @@ def _build(rt: FlinkRuntime, settings: Settings, bounds: Bounds,
     env, tenv = create_envs(rt)
     source_par = max(1, min(rt.parallelism, len(bounds.partitions)))
     env.set_parallelism(source_par)
+    # key groups = subtasks: buckets spread over the prepare subtasks by one hash, not two
+    # levels (128 key groups, then ranges), which left one of two subtasks ~5% more records
+    env.set_max_parallelism(max(rt.parallelism, 1))
     rows = bounded_log(tenv, settings.bootstrap, bounds)
     linked = rows.map(LinkOffsets(bounds.topic)).name("link").uid("replay-link") \
         .set_parallelism(source_par)
-    prepared = linked.key_by(BucketKey(config.buckets), key_type=Types.INT()) \
+    prepared = linked.key_by(BucketKey(config.buckets, config.prepare_key), key_type=Types.INT()) \
         .process(PrepareStage(config)).name("prepare").uid("replay-prepare") \
         .set_parallelism(rt.parallelism)
     committed = prepared.key_by(single_writer_key, key_type=Types.INT()) \

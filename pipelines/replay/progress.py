@@ -27,13 +27,15 @@ class Progress:
     batches: int
     final: bool = False
     first_at: float = 0.0
-    """Wall clock (epoch s) when the source side read the first record (start-up excluded)."""
+    """Wall clock (epoch s) when processing began: the later of the first record read and the
+    moment the last prepare worker was ready (model loaded); start-up is excluded."""
     at: float = 0.0
     """Wall clock (epoch s) of this report."""
 
     @property
     def processing_s(self) -> float:
-        """Seconds from the first record read to this report (JVM and worker start-up excluded)."""
+        """Seconds from the start of processing to this report (JVM, worker and model start-up
+        excluded)."""
         return max(0.0, self.at - self.first_at)
 
     def to_json(self) -> str:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ProjectorFactory = Callable[["WriterConfig"], Projector]
+PrepareKey = Literal["record", "session"]
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,13 @@ class WriterConfig:
     bootstrap: str
     dlq_topic: str
     send_dead_letters: bool = True
-    commit_batch: int = 256
-    embed_batch: int = 64
-    buckets: int = 128
+    commit_batch: int = 1024
+    embed_batch: int = 1024
+    embed_threads: int = 2
+    """Torch threads of each prepare worker: the cores divided among the parallel workers."""
+    buckets: int = 256
+    prepare_key: PrepareKey = "record"
+    """How records spread over the prepare subtasks (see ``functions.BucketKey``)."""
     forget: ForgetFilter | None = None
     embed_upstream: bool = True
     """Embed in the parallel prepare stage (off the writer's path); else in the writer."""
@@ -147,9 +152,9 @@ def open_dlq_sender(config: WriterConfig) -> DlqSender | CountingDlq:
 
 
 def open_encoder(config: WriterConfig) -> Encoder:
-    from memstack.pipelines.embedding import shared_encoder
+    from memstack.pipelines.embedding import MiniLMEncoder
 
-    return shared_encoder().load()
+    return MiniLMEncoder(threads=config.embed_threads).load()
 
 
 def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:

@@ -152,11 +152,13 @@ def test_replay_equals_rebuild_then_mid_log_then_catch_up(replay_log: Settings,
     _replay(settings, tmp_path / "replay-full", parallelism=2, worker_mode="process")
     assert compare(full_ref, tmp_path / "replay-full").equal
 
-    # 2. up to a mid-log offset: equals the rebuild stopped at the same offsets
+    # 2. up to a mid-log offset: equals the rebuild stopped at the same offsets (prepare stage
+    # keyed by session this time)
     mid = {p: o // 2 for p, o in end.items()}
     mid_text = ",".join(f"{p}:{o}" for p, o in mid.items())
     mid_ref = _reference(settings, tmp_path / "ref-mid", stop=mid)
-    _replay(settings, tmp_path / "replay-mid", stop=mid_text, worker_mode="loopback")
+    _replay(settings, tmp_path / "replay-mid", stop=mid_text, worker_mode="loopback",
+            prepare_key="session")
     cmp_mid = compare(mid_ref, tmp_path / "replay-mid")
     assert cmp_mid.equal, cmp_mid.lines()
     assert not compare(full_ref, tmp_path / "replay-mid").equal
