@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memstack.client import MemoryClient
 from memstack.errors import MemstackError
@@ -24,6 +26,9 @@ from memstack.pipelines.forgetting.resolve import resolve
 from memstack.pipelines.stores.bundle import stores_dir
 from memstack.schemas.events import Event, ForgetScope
 from memstack.settings import Settings
+
+if TYPE_CHECKING:
+    from memstack.pipelines.forgetting.session_state_store import StateStoreFor
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +72,27 @@ def _weight_stores(settings: Settings, stores: ForgetStores) -> list[Forgettable
 
 
 def apply(settings: Settings, into: Path | None = None) -> list[ForgetOutcome]:
-    """Apply every request of the ledger the stores have not applied (stores not in use)."""
+    """Apply every request of the ledger the stores have not applied (stores not in use).
+
+    The live worker's session state forgets too: a worker skips requests its stores already
+    applied, so the state would otherwise keep the forgotten terms.
+    """
     ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
-    with ForgetStores(into or stores_dir(settings)) as stores:
-        return apply_pending(processor_for(settings, stores), ledger.requests)
+    with ForgetStores(into or stores_dir(settings)) as stores, _session_state(settings) as state:
+        processor = processor_for(settings, stores)
+        if state is not None:
+            processor.extra.append(state(stores, processor.lineage))
+        return apply_pending(processor, ledger.requests)
+
+
+def _session_state(settings: Settings) -> AbstractContextManager[StateStoreFor | None]:
+    """The live worker's session states (its Faust table's changelog), when it keeps some."""
+    from memstack.pipelines.faust_app import group_id
+    from memstack.pipelines.forgetting.session_state_store import changelog_forgetting
+    from memstack.pipelines.session_state_table import changelog_topic
+
+    return changelog_forgetting(settings.bootstrap, changelog_topic(group_id(settings)),
+                                shared_encoder())
 
 
 def audit(settings: Settings, request_id: str, into: Path | None = None) -> AuditReport:
@@ -81,8 +103,10 @@ def audit(settings: Settings, request_id: str, into: Path | None = None) -> Audi
         raise UnknownForgetRequestError(
             f"no forget request {request_id} in {settings.forget_topic}; check the id printed "
             "by `memstack forget ...`")
-    with ForgetStores(into or stores_dir(settings)) as stores:
+    with ForgetStores(into or stores_dir(settings)) as stores, _session_state(settings) as state:
         processor = processor_for(settings, stores)
+        if state is not None:
+            processor.extra.append(state(stores, processor.lineage))
         resolved = resolve(found, stores.duckdb.index, stores.lance.index, processor.lineage,
                            processor.registry)
         return processor.audit(processor.probe(resolved))

@@ -55,12 +55,20 @@ def item_texts(event: Event) -> ItemTexts | None:
     if event.kind == EventKind.FACT_ASSERTED:
         payload = event.payload
         assert isinstance(payload, FactAssertedPayload)  # guaranteed by the envelope's kind rule
-        return ItemTexts(f"{event.subject} {payload.relation}", payload.object, Head.FACTS)
+        return fact_texts(event.subject or "", payload.relation, payload.object)
     if event.kind in TEXT_KINDS:
-        text = event.text()
-        if text:
-            return ItemTexts(text, text, Head.TURNS)
+        return turn_texts(event.text())
     return None
+
+
+def fact_texts(subject: str, relation: str, obj: str) -> ItemTexts:
+    """The item of an asserted fact (also rebuilt from a stored fact entry at forget time)."""
+    return ItemTexts(fact_query_text(subject, relation), obj, Head.FACTS)
+
+
+def turn_texts(text: str | None) -> ItemTexts | None:
+    """The item of a turn with ``text`` (a record's ``text`` column), None when it has none."""
+    return ItemTexts(text, text, Head.TURNS) if text else None
 
 
 def fact_query_text(subject: str, relation: str) -> str:

@@ -30,6 +30,7 @@ from memstack.operators.log import LogPosition
 from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter, Projector
 from memstack.pipelines.forgetting.live import LiveForgetting
+from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import LogRecord, end_offsets, open_consumer
 from memstack.pipelines.session_state_table import (
@@ -167,10 +168,8 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
     _declare_agent(live, events)
     if forgetting is not None:
         live.forgetting = forgetting
-        if isinstance(projector, StatefulProjector):  # a forgotten session's state is dropped
-            stateful = projector
-            forgetting.on_sessions_forgotten = lambda keys: stateful.run(
-                stateful.updater.drop(keys))
+        if isinstance(projector, StatefulProjector):  # the session state forgets too
+            forgetting.session_state = state_store_for(projector.updater, projector.run)
         _declare_forget_agent(live, forgetting)
     _declare_hooks(live)
     return live
@@ -233,10 +232,17 @@ def _declare_hooks(live: LiveApp) -> None:
     # ends (Recovery._resume_streams -> perform_seek), after the on_partitions_assigned signal;
     # so the stores' offsets are applied from on_rebalance_end, which runs after that seek.
     def after_rebalance() -> None:
-        mine = sorted(tp.partition for tp in app.consumer.assignment() if tp.topic == topic)
-        future = asyncio.ensure_future(live.processor.on_assigned(mine))
-        live.rebalances.add(future)
-        future.add_done_callback(_rebalance_done(live))
+        assigned = app.consumer.assignment()
+        mine = sorted(tp.partition for tp in assigned if tp.topic == topic)
+        resumes = [live.processor.on_assigned(mine)]
+        if live.forgetting is not None:
+            forgets = sorted(tp.partition for tp in assigned
+                             if tp.topic == live.settings.forget_topic)
+            resumes.append(_resume_forgets(live, live.forgetting, forgets))
+        for resume in resumes:
+            future = asyncio.ensure_future(resume)
+            live.rebalances.add(future)
+            future.add_done_callback(_rebalance_done(live))
 
     app.after_rebalance = after_rebalance
 
@@ -255,6 +261,19 @@ def _declare_hooks(live: LiveApp) -> None:
             live.caught_up = True
             await log_progress(live)
             live.request_stop(f"caught up with the end offsets seen at start {dict(live.stop_at)}")
+
+
+async def _resume_forgets(live: LiveApp, forgetting: LiveForgetting,
+                          partitions: Sequence[int]) -> None:
+    """Re-read the ledger from the first record not handled yet.
+
+    A request applied across a rebalance (the first one, when the worker starts) lets Faust drop
+    the records it had fetched after it (seen: the next requests never arrive); applied ones
+    are skipped on the way (``forget_applied.json``).
+    """
+    for partition in partitions:
+        await live.app.consumer.seek(TP(live.settings.forget_topic, partition),
+                                     forgetting.next_offsets.get(partition, 0))
 
 
 def _rebalance_done(live: LiveApp) -> Callable[[asyncio.Future[None]], None]:

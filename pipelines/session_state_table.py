@@ -5,15 +5,18 @@ session's terms in one batched in-place update (:class:`StateArena`), and writes
 touched session (:func:`snapshot_sums` bytes, fixed size) to the changelog topic, keyed
 ``tenant/session`` on the partition of the session's events, and waits for the broker's
 acknowledgements. The changelog is compacted: the latest snapshot per session is the state, and a
-tombstone (``None``) drops it. In the Faust app the changelog is a Faust table's
-(:func:`define_table`), so Faust recovers it on (re)assignment; :class:`FaustTableSink` writes
-through that table with explicit partitions (Faust's own ``table[key] = v`` would use the
-partition of "the current event", wrong for batches that span partitions).
+tombstone (``None``) drops it. Its Kafka bindings (the Faust table, the sinks) are in
+:mod:`memstack.pipelines.session_state_changelog`, re-exported here.
 
 Exactly once in effect: every session's snapshot carries the next offset per events partition
 (``marks["p<partition>"]``); events below it are skipped, so a redelivered batch adds nothing.
 The snapshot is acknowledged *before* the projector commits the batch's offsets
 (:class:`StatefulProjector`), so a crash never leaves the stores ahead of the state.
+
+Forgetting: :meth:`SessionStateUpdater.removal` plans, :meth:`~SessionStateUpdater.apply_removal`
+subtracts exactly the terms of forgotten items (their texts, log positions and times recovered
+from the stores, see ``memstack.pipelines.forgetting.session_state_store``), once per forget
+request (``marks["f<partition>"]``); a session left with no item is dropped (a tombstone).
 """
 
 from __future__ import annotations
@@ -21,31 +24,44 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import torch
-from kafka import KafkaProducer
 
 from memstack.operators.log import LoggedEvent
 from memstack.operators.session_state import StateConfig, _projection
 from memstack.operators.state_arena import SessionSums, StateArena, Terms
 from memstack.operators.state_codec import restore_sums, snapshot_sums
-from memstack.operators.state_keys import ItemTexts, item_texts, project
+from memstack.operators.state_keys import EMBED_DIM, N_HEADS, ItemTexts, item_texts, project
 from memstack.pipelines.contracts import Plan, Projector, WrappingProjector
 from memstack.pipelines.embedding import Encoder
+from memstack.pipelines.session_state_changelog import (  # re-exported: the table's bindings
+    CHANGELOG_CONFIGS,
+    TABLE_NAME,
+    FaustTableSink,
+    KafkaSink,
+    changelog_topic,
+    define_table,
+    ensure_changelog_topic,
+    latest_snapshots,
+)
 from memstack.schemas.events import Envelope
 
 log = logging.getLogger(__name__)
 
-TABLE_NAME = "session-state"
 DEFAULT_CONFIG = StateConfig(dim=128)
-CHANGELOG_CONFIGS = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
-                     "segment.ms": "60000", "delete.retention.ms": "1000",
-                     "max.message.bytes": "2097152"}
-"""Compacted, and tombstones go fast: a dropped session's bytes leave the log (forget)."""
+
+__all__ = [
+    "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "TABLE_NAME", "ApplyResult", "ChangelogSink",
+    "FaustTableSink", "KafkaSink", "Removal", "SessionStateUpdater", "SnapshotSource",
+    "StateItem", "StatefulProjector", "applied", "changelog_topic", "define_table",
+    "ensure_changelog_topic", "item_of", "key_of", "latest_snapshots", "loop_runner",
+    "session_key",
+]
 
 
 def session_key(tenant: str, session: str) -> str:
@@ -72,12 +88,74 @@ class SnapshotSource(Protocol):
 
 
 @dataclass(frozen=True)
+class StateItem:
+    """One term of a session state: its event's place in the log and its key/value texts.
+
+    Built from a logged event (:func:`item_of`) or, at forget time, from the stores' rows
+    (``memstack.pipelines.forgetting.session_state_store``).
+    """
+
+    event_id: str
+    tenant: str
+    session: str
+    partition: int
+    offset: int
+    log_time: float
+    """POSIX seconds of the event's log time."""
+    texts: ItemTexts
+    vector: npt.NDArray[np.float32] | None = field(default=None, compare=False, repr=False)
+    """A turn's stored embedding (its key and value), when the stores kept the very vector the
+    state added; without it the texts are embedded again (the model's batch noise)."""
+
+    def __post_init__(self) -> None:
+        if self.vector is not None and self.texts.key_text != self.texts.value_text:
+            raise ValueError(f"item {self.event_id}: a stored vector stands for key and value, "
+                             "so it fits turns only (key text = value text)")
+
+    @property
+    def key(self) -> str:
+        return session_key(self.tenant, self.session)
+
+
+def item_of(logged: LoggedEvent) -> StateItem | None:
+    """The item ``logged`` adds to its session's state, None for kinds the state skips."""
+    texts = item_texts(logged.event)
+    if texts is None:
+        return None
+    event, pos = logged.event, logged.position
+    return StateItem(event.event_id, event.tenant, event.session, pos.partition, pos.offset,
+                     pos.log_time.timestamp(), texts)
+
+
+@dataclass(frozen=True)
 class ApplyResult:
     """What one batch did: items added, sessions written, events skipped as already applied."""
 
     items: int
     sessions: int
     skipped: int
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What one forget request does to the states (:meth:`SessionStateUpdater.removal`)."""
+
+    mark: tuple[int, int]
+    """The request's ``(partition, offset)`` in the forget topic."""
+    subtract: dict[str, list[StateItem]] = field(default_factory=dict)
+    """Per session, the terms to subtract: items the state added, each once."""
+    drop: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Sessions every one of whose items goes: ``(partition, items)``; dropped whole."""
+    last_times: dict[str, float] = field(default_factory=dict)
+    """Per session in ``subtract``, its new last log time: its latest surviving item's."""
+
+    @property
+    def items(self) -> list[StateItem]:
+        return [item for group in self.subtract.values() for item in group]
+
+    @property
+    def terms(self) -> int:
+        return len(self.items) + sum(n for _, n in self.drop.values())
 
 
 class SessionStateUpdater:
@@ -113,25 +191,43 @@ class SessionStateUpdater:
 
     def warm(self, events: Sequence[LoggedEvent]) -> None:
         """Embed the items' texts now, so that a caching encoder answers ``apply`` at once."""
-        items = [t for e in events if (t := item_texts_of(e)) is not None]
-        if items:
-            self.encoder.encode([t.key_text for t in items] + [t.value_text for t in items])
+        self.warm_items([i for e in events if (i := item_of(e)) is not None])
+
+    def warm_items(self, items: Sequence[StateItem]) -> None:
+        self._embedded(items)
+
+    def _embedded(self, items: Sequence[StateItem]) -> npt.NDArray[np.float64]:
+        """Key then value embeddings (2m, 384): stored vectors where given, else encoded."""
+        m = len(items)
+        out = np.empty((2 * m, EMBED_DIM), dtype=np.float64)
+        todo = [n for n, item in enumerate(items) if item.vector is None]
+        for n, item in enumerate(items):
+            if item.vector is not None:
+                out[n] = out[m + n] = item.vector
+        if todo:
+            texts = ([items[n].texts.key_text for n in todo]
+                     + [items[n].texts.value_text for n in todo])
+            encoded = np.asarray(self.encoder.encode(texts), dtype=np.float64)
+            out[todo] = encoded[:len(todo)]
+            out[[m + n for n in todo]] = encoded[len(todo):]
+        return out
+
+    def _terms(self, slots: Sequence[int], items: Sequence[StateItem]) -> Terms:
+        """The items' terms: projected unit keys/values, weight 1."""
+        vectors = torch.from_numpy(self._embedded(items))
+        n = len(items)
+        return Terms(torch.tensor(list(slots), dtype=torch.int64),
+                     torch.tensor([int(i.texts.head) for i in items], dtype=torch.int64),
+                     project(vectors[:n], self._proj), project(vectors[n:], self._proj),
+                     torch.tensor([i.log_time for i in items], dtype=torch.float64),
+                     torch.ones(n, dtype=torch.float64))
 
     async def apply(self, events: Sequence[LoggedEvent]) -> ApplyResult:
         """Add the events' items, write the touched sessions' snapshots, wait for the acks."""
         fresh, skipped = self._fresh(events)
-        items = [(e, t) for e in fresh if (t := item_texts_of(e)) is not None]
+        items = [i for e in fresh if (i := item_of(e)) is not None]
         if items:
-            texts = [t.key_text for _, t in items] + [t.value_text for _, t in items]
-            vectors = torch.from_numpy(np.asarray(self.encoder.encode(texts), dtype=np.float64))
-            n = len(items)
-            self.arena.add(Terms(
-                torch.tensor([self._slot(key_of(e.event)) for e, _ in items], dtype=torch.int64),
-                torch.tensor([int(t.head) for _, t in items], dtype=torch.int64),
-                project(vectors[:n], self._proj), project(vectors[n:], self._proj),
-                torch.tensor([e.position.log_time.timestamp() for e, _ in items],
-                             dtype=torch.float64),
-                torch.ones(n, dtype=torch.float64)))
+            self.arena.add(self._terms([self._slot(i.key) for i in items], items))
         touched: dict[str, int] = {}
         for logged in fresh:  # marks move for every event, with or without an item
             key, pos = key_of(logged.event), logged.position
@@ -158,63 +254,103 @@ class SessionStateUpdater:
         return fresh, len(events) - len(fresh)
 
     async def remove(self, events: Sequence[LoggedEvent], request_mark: tuple[int, int]) -> int:
-        """Subtract exactly the terms of forgotten ``events`` (recomputed from the log/stores).
+        """Subtract exactly the terms of forgotten ``events``; the number of terms removed.
+
+        See :meth:`removal` (a session left with no item is dropped).
+        """
+        items = [i for e in events if (i := item_of(e)) is not None]
+        return (await self.apply_removal(self.removal(items, request_mark))).terms
+
+    def removal(self, items: Sequence[StateItem], request_mark: tuple[int, int],
+                kept: Sequence[StateItem] | None = None) -> Removal:
+        """What forgetting ``items`` (recomputed from the stores) does; nothing is changed yet.
 
         ``request_mark`` is the forget request's ``(partition, offset)`` in the forget topic: a
         session that already applied it (or a later one of that partition) skips it, so a
-        request processed twice subtracts once. Events the state never added are skipped.
-        Returns the number of terms subtracted.
+        request processed twice subtracts once. Items the state never added (at or past its
+        offset marks) are skipped. A session all of whose items go is dropped whole. ``kept``:
+        items the stores keep for the same sessions; the latest of them becomes the session's
+        last log time (its default read time), as in a state that never saw the forgotten ones.
+        Call it between batches (it reads the states' marks and counts).
         """
         r_part, r_off = request_mark
-        by_key: dict[str, list[LoggedEvent]] = {}
-        for logged in events:
-            by_key.setdefault(key_of(logged.event), []).append(logged)
-        removed = 0
-        for key, group in by_key.items():
+        plan = Removal(request_mark)
+        later = _by_key(kept or ())
+        for key, group in _by_key(items).items():
             if self.arena.slot_of(key) is None and self.source.get(key) is None:
                 continue
-            marks = self.arena.marks[self._slot(key)]
+            slot = self._slot(key)
+            marks = self.arena.marks[slot]
             if r_off < marks.get(f"f{r_part}", 0):
                 continue
-            added = [e for e in group if e.position.offset
-                     < marks.get(f"p{e.position.partition}", 0)]
-            removed += self._subtract(key, added)
-            marks[f"f{r_part}"] = r_off + 1
-            partition = group[0].position.partition
-            self.sink.send(partition, key, snapshot_sums(self.arena.cut(self._slot(key))))
-        await self.sink.flush()
-        return removed
+            added = [i for i in group if applied(i, marks)]
+            if not added:
+                continue
+            heads = torch.bincount(torch.tensor([int(i.texts.head) for i in added]),
+                                   minlength=N_HEADS)
+            if torch.equal(heads, self.arena.counts[slot]):
+                plan.drop[key] = (added[0].partition, len(added))
+                continue
+            plan.subtract[key] = added
+            gone = {i.event_id for i in added}
+            times = [i.log_time for i in later.get(key, ())
+                     if applied(i, marks) and i.event_id not in gone]
+            if times:
+                plan.last_times[key] = max(times)
+        return plan
 
-    def _subtract(self, key: str, events: Sequence[LoggedEvent]) -> int:
-        items = [(e, t) for e in events if (t := item_texts_of(e)) is not None]
-        if not items:
-            return 0
-        texts = [t.key_text for _, t in items] + [t.value_text for _, t in items]
-        vectors = torch.from_numpy(np.asarray(self.encoder.encode(texts), dtype=np.float64))
-        n, slot = len(items), self._slot(key)
-        self.arena.subtract(Terms(
-            torch.full((n,), slot, dtype=torch.int64),
-            torch.tensor([int(t.head) for _, t in items], dtype=torch.int64),
-            project(vectors[:n], self._proj), project(vectors[n:], self._proj),
-            torch.tensor([e.position.log_time.timestamp() for e, _ in items],
-                         dtype=torch.float64),
-            torch.ones(n, dtype=torch.float64)))
-        return n
+    async def apply_removal(self, plan: Removal) -> Removal:
+        """Carry out :meth:`removal`'s plan: subtract, snapshot or tombstone, wait for the acks."""
+        r_part, r_off = plan.mark
+        for key, group in plan.subtract.items():
+            slot = self._slot(key)
+            self.arena.subtract(self._terms([slot] * len(group), group))
+            self.arena.marks[slot][f"f{r_part}"] = r_off + 1
+            if key in plan.last_times:
+                self.arena.last[slot] = min(float(self.arena.last[slot]), plan.last_times[key])
+            self.sink.send(group[0].partition, key, snapshot_sums(self.arena.cut(slot)))
+        for key, (partition, _) in plan.drop.items():
+            self._forget_slot(key)
+            self.sink.send(partition, key, None)
+        await self.sink.flush()
+        return plan
 
     async def drop(self, keys: Iterable[tuple[str, int]]) -> int:
         """Drop whole sessions ``(key, partition)``: out of the arena, a tombstone in the log."""
         n = 0
         for key, partition in keys:
-            self.arena.evict(key)
-            self._lru.pop(key, None)
+            self._forget_slot(key)
             self.sink.send(partition, key, None)
             n += 1
         await self.sink.flush()
         return n
 
+    def _forget_slot(self, key: str) -> None:
+        self.arena.evict(key)
+        self._lru.pop(key, None)
 
-def item_texts_of(logged: LoggedEvent) -> ItemTexts | None:
-    return item_texts(logged.event)
+    def recompute(self, items: Sequence[StateItem]) -> dict[str, SessionSums]:
+        """The states that ``items`` alone build, per session (a scratch arena; nothing is
+        written): what a state should hold, for audits and tests."""
+        keys = sorted({i.key for i in items})
+        scratch = StateArena(self.config, max(1, len(keys)))
+        slots = {key: scratch.slot(key) for key in keys}
+        if items:
+            scratch.add(self._terms([slots[i.key] for i in items], items))
+        return {key: scratch.cut(slot) for key, slot in slots.items()}
+
+
+def _by_key(items: Iterable[StateItem]) -> dict[str, list[StateItem]]:
+    """Items per session, each event once."""
+    out: dict[str, dict[str, StateItem]] = {}
+    for item in items:
+        out.setdefault(item.key, {}).setdefault(item.event_id, item)
+    return {key: list(group.values()) for key, group in out.items()}
+
+
+def applied(item: StateItem, marks: Mapping[str, int]) -> bool:
+    """True when the state has applied ``item``'s log position (it is below the marks)."""
+    return item.offset < marks.get(f"p{item.partition}", 0)
 
 
 class StatefulProjector(WrappingProjector):
@@ -248,100 +384,3 @@ def loop_runner(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[Any]], A
     def run(coro: Awaitable[Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]  # a coroutine
     return run
-
-
-# -- Kafka bindings ----------------------------------------------------------------------------
-
-
-def changelog_topic(app_id: str, table_name: str = TABLE_NAME) -> str:
-    """Faust's name for a table's changelog topic."""
-    return f"{app_id}-{table_name}-changelog"
-
-
-def ensure_changelog_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create the compacted changelog topic (as many partitions as the events topic)."""
-    from memstack.infra.topics import TopicSpec, apply_topic_specs
-
-    apply_topic_specs(bootstrap, [TopicSpec(topic, partitions, dict(CHANGELOG_CONFIGS),
-                                            "session-state snapshots (Faust table changelog)")])
-
-
-def define_table(app: Any, partitions: int, table_name: str = TABLE_NAME) -> Any:
-    """Declare the Faust table (raw bytes keys/values) whose changelog holds the snapshots."""
-    # key_type/value_type bytes make Faust pick the "raw" codec for the changelog (recovery
-    # decodes with those, not with a schema's serializers).
-    return app.Table(table_name, default=None, partitions=partitions, key_type=bytes,
-                     value_type=bytes)
-
-
-class FaustTableSink:
-    """Writes through a Faust table: its local store and its changelog, explicit partitions."""
-
-    def __init__(self, table: Any) -> None:
-        self.table = table
-        self._pending: list[Any] = []
-
-    def get(self, key: str) -> bytes | None:
-        value = self.table.data.get(key.encode())
-        return None if value is None else bytes(value)
-
-    def send(self, partition: int, key: str, value: bytes | None) -> None:
-        raw = key.encode()
-        if value is None:
-            self.table.data.pop(raw, None)
-        else:
-            self.table.data[raw] = value
-        self._pending.append(self.table.send_changelog(partition, raw, value,
-                                                       key_serializer="raw",
-                                                       value_serializer="raw"))
-
-    async def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        if pending:
-            await asyncio.gather(*pending)
-
-
-class KafkaSink:
-    """The same changelog written with kafka-python (tools, tests, replays without Faust)."""
-
-    def __init__(self, bootstrap: str, topic: str,
-                 snapshots: dict[str, bytes] | None = None) -> None:
-        self.topic = topic
-        self.snapshots = snapshots if snapshots is not None else {}
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                                       enable_idempotence=True, max_request_size=4 << 20)
-        self._pending: list[Any] = []
-
-    def get(self, key: str) -> bytes | None:
-        return self.snapshots.get(key)
-
-    def send(self, partition: int, key: str, value: bytes | None) -> None:
-        if value is None:
-            self.snapshots.pop(key, None)
-        else:
-            self.snapshots[key] = value
-        self._pending.append(self._producer.send(self.topic, key=key.encode(), value=value,
-                                                 partition=partition))
-
-    async def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        await asyncio.get_running_loop().run_in_executor(None, _wait_all, pending)
-
-    def close(self) -> None:
-        self._producer.close()
-
-
-def _wait_all(futures: list[Any]) -> None:
-    for future in futures:
-        future.get(timeout=30)
-
-
-def latest_snapshots(bootstrap: str, topic: str) -> dict[str, bytes]:
-    """The changelog's state: the latest value per key, tombstoned keys left out."""
-    from memstack.pipelines.log_reader import read_bounded
-
-    latest: dict[str, bytes | None] = {}
-    for record in read_bounded(bootstrap, topic):
-        if record.key is not None:
-            latest[record.key.decode()] = record.value
-    return {k: v for k, v in latest.items() if v is not None}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -95,6 +95,16 @@ class Forgettable(Protocol):
     def residuals(self, probe: AuditProbe) -> list[Residual]:
         """Every way the probe's content is still readable here (empty: forgotten)."""
         ...
+
+
+@runtime_checkable
+class ForgetsFirst(Protocol):
+    """A :class:`Forgettable` whose ``forget`` reads rows that other stores erase (the session
+    state rebuilds a forgotten event's term from its stored text and log position): the
+    processor runs it before them (``forgets_first = True``). Its forget must be idempotent: a
+    retry after a crash finds those rows gone and must change nothing more."""
+
+    forgets_first: bool
 
 
 def files_containing(paths: list[str], probes: list[bytes]) -> dict[str, int]:

@@ -5,7 +5,9 @@ itself, on its store thread, between two batches: the request joins the ledger (
 batch applies an event it covers), the projector's stores are closed, the
 :class:`ForgetProcessor` erases along lineage and compacts the files, destroys the keys, audits,
 and the stores are opened again with the projector's fact cache dropped (its key states could
-still hold forgotten entries).
+still hold forgotten entries). When the worker keeps session state, the processor forgets in it
+too (:attr:`LiveForgetting.session_state`): exact removal of the forgotten events' terms, read
+from the stores before they erase them, and whole sessions dropped.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
+from memstack.pipelines.forgetting.contract import Forgettable
 from memstack.pipelines.forgetting.ledger import ForgetLedger, parse_request
+from memstack.pipelines.forgetting.lineage import Lineage
 from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.stores.bundle import Stores
 
 log = logging.getLogger(__name__)
+
+StateStoreFor = Callable[[ForgetStores, Lineage | None], Forgettable]
 
 
 class LiveForgetting:
@@ -39,9 +44,10 @@ class LiveForgetting:
         self._on_reopen = on_reopen
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
-        self.on_sessions_forgotten: Callable[[list[tuple[str, int]]], object] | None = None
-        """Called with ``(tenant/session, partition)`` of every session a request erased whole
-        (session and tenant scopes), e.g. to drop their recurrent state."""
+        self.session_state: StateStoreFor | None = None
+        """Builds the session state's forgettable store over the stores being forgotten in and
+        the processor's lineage (set by the Faust app when the worker keeps session state);
+        the processor then prepares, forgets and audits it with the other stores."""
 
     def apply(self, record: LogRecord) -> ForgetOutcome | None:
         pos = record.position
@@ -58,32 +64,23 @@ class LiveForgetting:
         self.ledger.add(request)
         if request.request_id in _applied(self.directory):
             return None  # done before a restart: the stores already hold the result
-        sessions = self._whole_sessions(request)
         self.projector.stores.close()
         try:
             with ForgetStores(self.directory) as stores:
-                outcome = self._processor_for(stores).apply(request)
+                processor = self._processor_for(stores)
+                if self.session_state is not None:
+                    processor.extra.append(self.session_state(stores, processor.lineage))
+                outcome = processor.apply(request)
         finally:
             reopened = Stores.open(self.directory)
             self.projector.reopen(reopened)
             if self._on_reopen is not None:
                 self._on_reopen(reopened)
-        if sessions and self.on_sessions_forgotten is not None:
-            self.on_sessions_forgotten(sessions)
         log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
                  request.request_id, request.scope.type, outcome.events,
                  "passed" if outcome.audit.passed else "FAILED", sum(outcome.seconds.values()))
         return outcome
 
-
-    def _whole_sessions(self, request: ForgetRequest) -> list[tuple[str, int]]:
-        """The sessions a session or tenant request erases, with their events' partition."""
-        scope = request.scope
-        if scope.type not in ("session", "tenant"):
-            return []
-        rows = self.projector.stores.events.records(
-            request.tenant, session=scope.session if scope.type == "session" else None)
-        return sorted({(f"{r.tenant}/{r.session}", r.partition) for r in rows})
 
 
 def _applied(directory: Path) -> set[str]:

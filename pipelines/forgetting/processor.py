@@ -2,7 +2,8 @@
 
 Order: resolve (targets along lineage, texts captured in memory) -> destroy the data keys of
 session/subject/tenant scopes (crypto-shredding: the log becomes unreadable for the scope) ->
-every :class:`Forgettable` erases logically and physically -> audit. The outcome is persisted
+every :class:`Forgettable` erases logically and physically (those that read rows the others
+erase, :class:`ForgetsFirst`, first) -> audit. The outcome is persisted
 without content (ids and counts only) under ``<home>/forget/<request_id>.json``.
 """
 
@@ -23,7 +24,12 @@ from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.audit import AuditReport, audit
 from memstack.pipelines.forgetting.bundle import ForgetStores
-from memstack.pipelines.forgetting.contract import AuditProbe, ForgetReport, Forgettable
+from memstack.pipelines.forgetting.contract import (
+    AuditProbe,
+    ForgetReport,
+    ForgetsFirst,
+    Forgettable,
+)
 from memstack.pipelines.forgetting.duckdb_store import query
 from memstack.pipelines.forgetting.keys import destroy_for
 from memstack.pipelines.forgetting.lance_store import MAX_SEARCHED_TEXTS, table_of
@@ -80,7 +86,7 @@ class ForgetProcessor:
         probe = self.probe(resolved)
         t1 = time.monotonic()
         destroyed = self._destroy_keys(request)
-        reports = tuple(store.forget(resolved.targets) for store in self.forgettables())
+        reports = tuple(store.forget(resolved.targets) for store in self._in_order())
         t2 = time.monotonic()
         report = self.audit(probe)
         t3 = time.monotonic()
@@ -94,6 +100,12 @@ class ForgetProcessor:
                  request.describe(), outcome.events, len(destroyed),
                  "pass" if report.passed else "FAIL", t3 - t0)
         return outcome
+
+    def _in_order(self) -> list[Forgettable]:
+        """Stores that read what the others erase (:class:`ForgetsFirst`) first."""
+        stores = self.forgettables()
+        first = [s for s in stores if isinstance(s, ForgetsFirst) and s.forgets_first]
+        return first + [s for s in stores if s not in first]
 
     def probe(self, resolved: Resolved) -> AuditProbe:
         """What the audit searches for; texts also said by surviving rows are left out."""

@@ -69,11 +69,9 @@ def test_session_forget_is_applied_by_the_live_worker(topics: Settings, tmp_path
     assert SECRET.encode() not in b"".join(
         r.value or b"" for r in read_bounded(topics.bootstrap, topics.events_topic))
 
-    # The forgotten session's recurrent state was dropped (a tombstone in the table's
-    # changelog); what it holds now is the one event logged after the request.
+    # The forgotten events' terms left the session's recurrent state: what it holds now is the
+    # one event logged after the request. (Whether the state passed through a tombstone on the
+    # way depends on whether the worker applied the later event before the request or after.)
     changelog = changelog_topic(group_id(topics))
-    values = [r.value for r in read_bounded(topics.bootstrap, changelog)
-              if r.key == b"acme/s-gone"]
-    assert None in values  # the tombstone
     assert sum(restore_sums(latest_snapshots(topics.bootstrap, changelog)["acme/s-gone"])
                .counts) == 1

@@ -1,9 +1,8 @@
 """The session-state updater: idempotent batches, exact forget, session drop with a tombstone.
 
 Pure logic of the updater (no broker): an in-memory changelog sink and a deterministic hashing
-encoder stand in for Kafka and MiniLM; the broker path is in tests/recovery. These are the
-forget contract's properties, written here because no shared suite for the state store exists
-yet in tests/forget/.
+encoder stand in for Kafka and MiniLM; the broker path is in tests/recovery. The state store
+runs the shared forget contract suite in tests/forget/test_session_state_forget.py.
 """
 
 from __future__ import annotations
