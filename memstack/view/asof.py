@@ -12,8 +12,13 @@ import re
 from datetime import UTC, date, datetime
 from typing import Protocol
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from memstack.operators.log import LogPosition
 from memstack.schemas.events import format_time
+from memstack.schemas.rows import TIME
 from memstack.view.errors import InvalidAsOfError
 from memstack.view.types import AsOf, Known, LogCut
 
@@ -119,6 +124,30 @@ class HasRecordTimes(Protocol):
     def partition(self) -> int: ...
     @property
     def offset(self) -> int: ...
+
+
+def memory_mask(table: pa.Table, as_of: AsOf) -> pa.ChunkedArray:
+    """:func:`memory_predicate` over a table of memory candidates (vectorised, no nulls).
+
+    ``table`` needs ``vt_from``, ``vt_to``, ``tt_from``, ``tt_to``, ``partition``, ``offset``.
+    """
+    v = pa.scalar(as_of.valid, TIME)
+    mask = pc.and_(pc.less_equal(table["vt_from"], v), _open_after(table["vt_to"], v))
+    cut = as_of.known_cut
+    if cut is not None:
+        known = pa.chunked_array([pa.array(np.zeros(table.num_rows, dtype=bool))])
+        for partition, offset in cut.offsets:
+            known = pc.or_(known, pc.and_(pc.equal(table["partition"], partition),
+                                          pc.less(table["offset"], offset)))
+        return pc.and_(mask, known)
+    k = pa.scalar(as_of.known_time or now(), TIME)
+    known_then = pc.and_(pc.less_equal(table["tt_from"], k), _open_after(table["tt_to"], k))
+    return pc.and_(mask, known_then)
+
+
+def _open_after(end: pa.ChunkedArray, at: pa.Scalar) -> pa.ChunkedArray:
+    """``end IS NULL OR end > at``."""
+    return pc.or_kleene(pc.is_null(end), pc.greater(end, at))
 
 
 def record_visible(row: HasRecordTimes, as_of: AsOf) -> bool:

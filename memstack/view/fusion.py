@@ -1,7 +1,8 @@
 """Reciprocal rank fusion of full-text and vector candidates (pure).
 
 Each retriever returns its candidates already filtered by tenant, scope and the as-of predicate
-(a prefilter inside the store), so fusion only ranks rows that answer the query. A row's fused
+(see ``AsOfView._leg``), so fusion only ranks rows that answer the query; it sees ids and raw
+scores only, and the view reads the full rows of the fused top ``k``. A row's fused
 score is ``sum over retrievers of weight / (rrf_k + rank)`` (weighted reciprocal rank fusion,
 after Cormack et al., 2009); rank-based fusion needs no calibration between BM25 scores and
 cosine distances.
@@ -17,10 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from memstack.operators.mutations import MemoryRow
-from memstack.pipelines.stores.base import MemoryHit
-from memstack.view.types import ScoreParts, SearchHit
+from memstack.view.types import ScoreParts
 
 RRF_K = 5
 """The fusion constant: larger flattens the advantage of the very first ranks."""
@@ -28,9 +28,33 @@ BM25_WEIGHT = 1.5
 VECTOR_WEIGHT = 1.0
 
 
+class Ranked(Protocol):
+    """One retriever's candidate: a memory id and its raw score (BM25, or cosine distance)."""
+
+    @property
+    def memory_id(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    memory_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A fused result: 1-based rank, the memory id, and how it was ranked."""
+
+    rank: int
+    memory_id: str
+    score: ScoreParts
+
+
 @dataclass(frozen=True)
 class _Entry:
-    row: MemoryRow
+    memory_id: str
     bm25_rank: int | None = None
     bm25_score: float | None = None
     vector_rank: int | None = None
@@ -48,25 +72,25 @@ class _Entry:
         return min(r for r in (self.bm25_rank, self.vector_rank, 1 << 30) if r is not None)
 
 
-def fuse(text_hits: Sequence[MemoryHit], vector_hits: Sequence[MemoryHit], k: int,
-         rrf_k: int = RRF_K) -> list[SearchHit]:
+def fuse(text_hits: Sequence[Ranked], vector_hits: Sequence[Ranked], k: int,
+         rrf_k: int = RRF_K) -> list[Fused]:
     """The top ``k`` of both candidate lists by RRF; ties by best single rank, then id."""
     entries: dict[str, _Entry] = {}
     for rank, hit in enumerate(text_hits, start=1):
-        if hit.row.memory_id not in entries:
-            entries[hit.row.memory_id] = _Entry(hit.row, bm25_rank=rank, bm25_score=hit.score)
+        if hit.memory_id not in entries:
+            entries[hit.memory_id] = _Entry(hit.memory_id, bm25_rank=rank, bm25_score=hit.score)
     for rank, hit in enumerate(vector_hits, start=1):
-        old = entries.get(hit.row.memory_id)
+        old = entries.get(hit.memory_id)
         if old is None:
-            entries[hit.row.memory_id] = _Entry(hit.row, vector_rank=rank,
-                                                vector_distance=hit.score)
+            entries[hit.memory_id] = _Entry(hit.memory_id, vector_rank=rank,
+                                            vector_distance=hit.score)
         elif old.vector_rank is None:
-            entries[hit.row.memory_id] = _Entry(old.row, old.bm25_rank, old.bm25_score, rank,
-                                                hit.score)
+            entries[hit.memory_id] = _Entry(old.memory_id, old.bm25_rank, old.bm25_score, rank,
+                                            hit.score)
     ordered = sorted(entries.values(),
-                     key=lambda e: (-e.fused(rrf_k), e.best_rank(), e.row.memory_id))
+                     key=lambda e: (-e.fused(rrf_k), e.best_rank(), e.memory_id))
     return [
-        SearchHit(i, e.row, ScoreParts(e.fused(rrf_k), e.bm25_rank, e.bm25_score, e.vector_rank,
-                                       e.vector_distance))
+        Fused(i, e.memory_id, ScoreParts(e.fused(rrf_k), e.bm25_rank, e.bm25_score,
+                                         e.vector_rank, e.vector_distance))
         for i, e in enumerate(ordered[:k], start=1)
     ]

@@ -13,22 +13,23 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import pyarrow as pa
 
 from memstack.operators.log import LogPosition
 from memstack.pipelines.stores.lance_index import quote
 from memstack.schemas.events import TEXT_KINDS
 from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError, TenantScopeError
-from memstack.view.fusion import fuse
+from memstack.view.fusion import Candidate, fuse
 from memstack.view.sql import facts_at_cut, first_unknown
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
 if TYPE_CHECKING:
-    from memstack.operators.mutations import MemoryRow
     from memstack.pipelines.embedding import Encoder
-    from memstack.pipelines.stores.base import MemoryHit
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
     from memstack.view_recall import RecallAnswer, RecallReader
@@ -177,7 +178,11 @@ class AsOfView:
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
                session: str | None = None, subject: str | None = None,
                mode: SearchMode = "hybrid") -> list[SearchHit]:
-        """Hybrid (BM25 + vector, fused by RRF) search over the rows that answer as of."""
+        """Hybrid (BM25 + vector, fused by RRF) search over the rows that answer as of.
+
+        Each retriever returns slim candidates (id, tenant, the as-of columns); the full rows
+        are read for the fused top ``k`` only.
+        """
         if k < 1:
             raise InvalidQueryError(f"k={k} must be at least 1")
         if not text.strip():
@@ -185,39 +190,53 @@ class AsOfView:
         scope = self._scope_clauses(kinds, session, subject)
         n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
         vectors = self.memory.stores.vectors
-        text_leg: Future[list[MemoryHit]] | None = None
+        text_leg: Future[pa.Table] | None = None
         if mode != "vector":  # BM25 in a worker while this thread encodes and runs the ANN leg
             words = _fts_text(text)
-            text_leg = _legs().submit(self._leg, lambda m, w: vectors.search_text(
+            text_leg = _legs().submit(self._leg, lambda m, w: vectors.text_candidates(
                 words, tenant=self.tenant, k=m, where=w), n, scope)
         try:
-            by_vector: list[MemoryHit] = []
+            by_vector: pa.Table | None = None
             if mode != "bm25":
                 vector = self.memory.encoder.encode([text])[0]
-                by_vector = self._leg(lambda m, w: vectors.search_vector(
+                by_vector = self._leg(lambda m, w: vectors.vector_candidates(
                     vector, tenant=self.tenant, k=m, where=w), n, scope)
         finally:
-            by_text = [] if text_leg is None else text_leg.result()
-        _own((h.row for h in by_text), self.tenant, "search")
-        _own((h.row for h in by_vector), self.tenant, "search")
-        return fuse(by_text, by_vector, k)
+            by_text = None if text_leg is None else text_leg.result()
+        fused = fuse(self._candidates(by_text), self._candidates(by_vector), k)
+        at = {m: r for t in (by_text, by_vector) if t is not None
+              for m, r in zip(t["memory_id"].to_pylist(), t["_rowid"].to_pylist(), strict=True)}
+        ids = [f.memory_id for f in fused]
+        rows = {r.memory_id: r for r in _own(vectors.rows_at([at[m] for m in ids], ids),
+                                             self.tenant, "search")}
+        return [SearchHit(f.rank, rows[f.memory_id], f.score) for f in fused
+                if f.memory_id in rows]  # a row deleted between the legs and the read is gone
 
-    def _leg(self, search: _Leg, n: int, scope: list[str]) -> list[MemoryHit]:
+    def _candidates(self, table: pa.Table | None) -> list[Candidate]:
+        """The leg's rows as fusion candidates, after checking that all are this tenant's."""
+        if table is None:
+            return []
+        _own((_Tenant(t) for t in table.column("tenant").unique().to_pylist()), self.tenant,
+             "search")
+        return [Candidate(m, float(s)) for m, s in zip(table.column("memory_id").to_pylist(),
+                                                      table.column("score").to_pylist(),
+                                                      strict=True)]
+
+    def _leg(self, search: _Leg, n: int, scope: list[str]) -> pa.Table:
         """The top ``n`` candidates of one retriever that answer as of.
 
         The as-of predicate is applied to the top ``POSTFILTER_FACTOR * n`` rows of the scope
         rather than as a prefilter: its time ranges cost LanceDB 60-80 ms per leg at 1M rows
-        (BTREE range scans over the whole table, measured), the tenant prefilter alone ~2 ms for
-        the ANN leg and ~28 ms for BM25. The rows kept are those the prefiltered search ranks
-        first (scores do not depend on the filter), except that LanceDB breaks exact score
-        ties differently. When fewer than ``n`` of them answer as of (an early
-        ``valid``/``known``), the leg is run again with the full prefilter.
+        (BTREE range scans over the whole table, measured). The rows kept are those the
+        prefiltered search ranks first (scores do not depend on the filter), except that
+        LanceDB breaks exact score ties differently. When fewer than ``n`` of them answer as
+        of (an early ``valid``/``known``), the leg is run again with the full prefilter.
         """
         fetch = POSTFILTER_FACTOR * n
-        hits = search(fetch, " AND ".join(scope) or None)
-        kept = [h for h in hits if _visible(h.row, self.as_of)]
-        if len(kept) >= n or len(hits) < fetch:
-            return kept[:n]
+        found = search(fetch, " AND ".join(scope) or None)
+        kept = found.filter(A.memory_mask(found, self.as_of))
+        if kept.num_rows >= n or found.num_rows < fetch:
+            return kept.slice(0, n)
         return search(n, " AND ".join([A.memory_predicate(self.as_of), *scope]))
 
     def _scope(self, kinds: Sequence[str] | None, session: str | None,
@@ -264,19 +283,14 @@ class AsOfView:
         return assemble(self, request, self.memory.context_sources)
 
 
-_Leg = Callable[[int, str | None], "list[MemoryHit]"]
-"""One retriever: (how many, LanceDB where clause or None) -> hits, best first."""
+_Leg = Callable[[int, str | None], pa.Table]
+"""One retriever: (how many, LanceDB where clause or None) -> candidates, best first
+(:data:`~memstack.pipelines.stores.lance_index.CANDIDATE_COLUMNS` and ``score``)."""
 
 
-def _visible(row: MemoryRow, as_of: AsOf) -> bool:
-    """Whether a memory row answers as of: :func:`asof.memory_predicate`, in Python."""
-    if not (row.vt_from <= as_of.valid and (row.vt_to is None or row.vt_to > as_of.valid)):
-        return False
-    cut = as_of.known_cut
-    if cut is not None:
-        return cut.knows(row.partition, row.offset)
-    known = as_of.known_time or A.now()
-    return row.tt_from <= known and (row.tt_to is None or row.tt_to > known)
+@dataclass(frozen=True)
+class _Tenant:
+    tenant: str
 
 
 _LEGS: list[ThreadPoolExecutor] = []

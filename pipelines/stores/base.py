@@ -50,6 +50,10 @@ class MemoryHit:
     row: MemoryRow
     score: float
 
+    @property
+    def memory_id(self) -> str:
+        return self.row.memory_id
+
 
 @dataclass(frozen=True)
 class Maintenance:
