@@ -34,6 +34,7 @@ from memstack.pipelines.stores.errors import (
     StoreWriteError,
 )
 from memstack.pipelines.stores.lance_policy import IndexPolicy as IndexPolicy  # re-exported
+from memstack.pipelines.stores.lance_text import TenantTextSearch
 from memstack.schemas.rows import EMBEDDING_DIM, PRIMARY_KEYS, memories_schema
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,8 @@ class LanceVectorIndex:
         self._refreshed_at = self._trained_at = 0
         self._indexes: frozenset[str] = frozenset()
         self._indexes_checked = -math.inf
-        self._shares: dict[str, tuple[int, int, float]] = {}
+        self._text = TenantTextSearch(self._table, self._policy,
+                                      lambda tenant: self._filter(tenant, None))
         if not read_only:
             self._refreshed_at = self._table.count_rows()
             stats = self._index_stats(VECTOR_INDEX)
@@ -301,17 +303,9 @@ class LanceVectorIndex:
 
     def text_candidates(self, query: str, *, tenant: str, k: int = 10,
                         where: str | None = None) -> pa.Table:
-        """The tenant's top ``k`` rows by BM25: :data:`CANDIDATE_COLUMNS` and ``score``.
-
-        Under a prefilter that keeps at most a tenth of the table, LanceDB scores every row the
-        filter keeps (~0.17 us a row: 17 ms for a tenant of 100k rows); otherwise it skips
-        through the posting lists (~1 ms). So for a tenant with many rows this ranks the top
-        ``margin * k / share`` rows of all tenants and keeps the tenant's (a LanceDB
-        postfilter): they are its top ``k``, since BM25 scores do not depend on the filter.
-        When fewer than ``k`` are kept and more rows match than were ranked, when ranking
-        would cost more than the prefilter (see :class:`IndexPolicy`), or when ``where``
-        narrows the scope, the tenant prefilter answers.
-        """
+        """The tenant's top ``k`` rows by BM25: :data:`CANDIDATE_COLUMNS` and ``score``; how
+        the tenant is kept (ranked across tenants or prefiltered) is
+        :class:`~memstack.pipelines.stores.lance_text.TenantTextSearch`'s choice."""
         return self._matching(query, tenant, k, where, CANDIDATE_COLUMNS)
 
     def _nearest(self, vector: Vectors, tenant: str, k: int, where: str | None,
@@ -334,47 +328,9 @@ class LanceVectorIndex:
                 empty = self._schema.empty_table().select(list(columns))
                 return (empty.append_column("_rowid", pa.array([], pa.uint64()))
                         .append_column("score", pa.array([], pa.float32())))
-            clause = self._filter(tenant, where)
-            ranked = self._overfetch(tenant, k) if where is None else None
-            if ranked is not None:
-                found = self._bm25(text, clause, ranked, columns, prefilter=False)
-                if found.num_rows >= k or self._matches(text, ranked) < ranked:
-                    return _scored(found.slice(0, k), "_score")  # or every match was ranked
-            return _scored(self._bm25(text, clause, k, columns, prefilter=True), "_score")
-
-    def _bm25(self, text: str, clause: str, k: int, columns: Sequence[str], *,
-              prefilter: bool) -> pa.Table:
-        found: pa.Table = (self._table.search(text, query_type="fts", fts_columns="text")
-                           .where(clause, prefilter=prefilter)
-                           .select([*columns, "_score"]).with_row_id(True).limit(k)
-                           .to_arrow())
-        return found
-
-    def _matches(self, text: str, limit: int) -> int:
-        """How many rows of all tenants match ``text``, counting up to ``limit`` (~3 ms)."""
-        found = (self._table.search(text, query_type="fts", fts_columns="text")
-                 .select(["_score"]).limit(limit).to_arrow())
-        return int(found.num_rows)
-
-    def _overfetch(self, tenant: str, k: int) -> int | None:
-        """How many rows of all tenants to rank for the tenant's top ``k``; None: prefilter."""
-        rows, total = self._tenant_rows(tenant)
-        if rows == 0:
-            return None
-        ranked = math.ceil(self._policy.text_overfetch_margin * k * total / rows)
-        cheaper = rows >= self._policy.text_overfetch_cost * ranked
-        return ranked if cheaper and ranked <= self._policy.text_overfetch_max else None
-
-    def _tenant_rows(self, tenant: str) -> tuple[int, int]:
-        """The tenant's rows and all rows (cached for ``policy.index_check_every`` s)."""
-        now = time.monotonic()
-        cached = self._shares.get(tenant)
-        if cached is not None and now - cached[2] <= self._policy.index_check_every:
-            return cached[0], cached[1]
-        total = int(self._table.count_rows())
-        rows = int(self._table.count_rows(self._filter(tenant, None))) if total else 0
-        self._shares[tenant] = (rows, total, now)
-        return rows, total
+            found = self._text.top(text, tenant, k, self._filter(tenant, where),
+                                   scoped=where is not None, columns=columns)
+            return _scored(found, "_score")
 
     def _text_index_ready(self) -> bool:
         """Whether the FTS index exists, building it in the writer when rows lack one."""

@@ -90,8 +90,9 @@ def test_full_text_candidates_rank_all_tenants_then_keep_the_tenants(tmp_path: P
     index.merge(rows, unit_vectors(len(rows)))
     prefiltered = LanceVectorIndex(tmp_path / "lance", read_only=True,
                                    policy=IndexPolicy(text_overfetch_max=0))
-    assert index._overfetch("acme", 5) == 11  # 1.3 * 5 / 0.6: ranks 11 rows of all tenants
-    assert index._bm25("flamingo", "tenant = 'acme'", 11, ["tenant"], prefilter=False).num_rows >= 5
+    assert index._text.overfetch("acme", 5) == 11  # 1.3 * 5 / 0.6: ranks 11 rows of all tenants
+    ranked = index._text.bm25("flamingo", "tenant = 'acme'", 11, ["tenant"], prefilter=False)
+    assert ranked.num_rows >= 5
     got = index.text_candidates("flamingo", tenant="acme", k=5)
     want = prefiltered.text_candidates("flamingo", tenant="acme", k=5)
     assert set(got.column_names) == {*CANDIDATE_COLUMNS, "_rowid", "score"}
@@ -105,10 +106,10 @@ def test_full_text_candidates_that_rank_too_few_of_the_tenant_fall_back_to_the_p
     index = LanceVectorIndex(tmp_path / "lance", policy=IndexPolicy(text_overfetch_cost=0))
     rows = flamingo_rows(0, 40) + rows_of(60) + flamingo_rows(2, 0)  # acme: 62 rows, 2 match
     index.merge(rows, unit_vectors(len(rows)))
-    assert index._overfetch("acme", 5) == 11 and index._matches("flamingo", 11) == 11
+    assert index._text.overfetch("acme", 5) == 11 and index._text.matches("flamingo", 11) == 11
     found = index.text_candidates("flamingo", tenant="acme", k=5)  # ranked 11: too few acme
     assert found.num_rows == 2 and set(found.column("tenant").to_pylist()) == {"acme"}
-    assert index._overfetch("acme", 40) == 86 and index._matches("flamingo", 86) == 42
+    assert index._text.overfetch("acme", 40) == 86 and index._text.matches("flamingo", 86) == 42
     every = index.text_candidates("flamingo", tenant="acme", k=40)  # every match was ranked
     assert every.column("memory_id").to_pylist() == found.column("memory_id").to_pylist()
     assert index.text_candidates("nothing", tenant="acme", k=5).num_rows == 0
@@ -117,7 +118,7 @@ def test_full_text_candidates_that_rank_too_few_of_the_tenant_fall_back_to_the_p
 def test_small_tenants_are_prefiltered(tmp_path: Path) -> None:
     index = LanceVectorIndex(tmp_path / "lance")  # ranking 11 rows costs more than 60 filtered
     index.merge(rows_of(60) + rows_of(40, tenant="other"), unit_vectors(100))
-    assert index._overfetch("acme", 5) is None and index._overfetch("nobody", 5) is None
+    assert index._text.overfetch("acme", 5) is None and index._text.overfetch("nobody", 5) is None
 
 
 def test_an_older_btree_tenant_index_is_rebuilt_as_a_bitmap(tmp_path: Path) -> None:
