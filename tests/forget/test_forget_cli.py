@@ -15,15 +15,11 @@ from memstack.pipelines.stores.bundle import stores_dir
 from memstack.settings import Settings
 
 
+@pytest.mark.usefixtures("cli_topics")
 def test_request_apply_audit_from_the_command_line(
-    topics: Settings, minilm: MiniLMEncoder, monkeypatch: pytest.MonkeyPatch,
+    topics: Settings, minilm: MiniLMEncoder,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name, value in (("MEMSTACK_HOME", str(topics.home)),
-                        ("MEMSTACK_BOOTSTRAP", topics.bootstrap),
-                        ("MEMSTACK_TOPIC_PREFIX", topics.topic_prefix),
-                        ("MEMSTACK_PARTITIONS", str(topics.partitions))):
-        monkeypatch.setenv(name, value)
     keys = FileKeyStore(topics.keys_dir)
     with MemoryClient("acme", "helper", settings=topics, keys=keys) as client:
         client.note("s9", "the spare key hides under the third flowerpot", subject="user:zoe")

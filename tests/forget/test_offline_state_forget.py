@@ -33,15 +33,11 @@ from tests.integration.test_live_state_forget import logged_events
 from tests.integration.test_session_state_live import MemorySink
 
 
+@pytest.mark.usefixtures("cli_topics")
 def test_offline_apply_subtracts_from_the_workers_session_state(
-    topics: Settings, minilm: MiniLMEncoder, monkeypatch: pytest.MonkeyPatch,
+    topics: Settings, minilm: MiniLMEncoder,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name, value in (("MEMSTACK_HOME", str(topics.home)),
-                        ("MEMSTACK_BOOTSTRAP", topics.bootstrap),
-                        ("MEMSTACK_TOPIC_PREFIX", topics.topic_prefix),
-                        ("MEMSTACK_PARTITIONS", str(topics.partitions))):
-        monkeypatch.setenv(name, value)
     with MemoryClient("acme", "helper", settings=topics) as client:
         client.message("s1", "user", "the spare key hides under the third flowerpot")
         gone = client.message("s1", "user", "my bank PIN is 4471, do not tell anyone")
