@@ -33,6 +33,7 @@ from typing import Any
 
 from memstack.builders import Defaults, EventBuilder
 from memstack.client import MemoryClient
+from memstack.jobs.bench.pipeline import Timed
 from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.log_reader import read_bounded
@@ -156,22 +157,24 @@ def _replay(settings: Settings, into: Path, parallelism: int,
     return rate, startup, p.applied / result.job_seconds
 
 
+@dataclass
+class Clocked(Timed):
+    """The pipeline bench's commit-timing wrapper, plus when the worker was assigned."""
+
+    assigned_at: float = 0.0
+
+    def applied_offsets(self) -> dict[int, int]:
+        if self.assigned_at == 0.0:
+            self.assigned_at = time.time()
+        return super().applied_offsets()
+
+
 def _live(settings: Settings, into: Path, report: Report) -> float:
     """Events/s of the live worker catching up on the log, assignment to last commit."""
-    from memstack.jobs.bench.pipeline import Timed
     from memstack.jobs.run import open_projector
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.pipelines.live import LiveConfig
     from memstack.pipelines.log_reader import end_offsets
-
-    @dataclass
-    class Clocked(Timed):
-        assigned_at: float = 0.0
-
-        def applied_offsets(self) -> dict[int, int]:
-            if self.assigned_at == 0.0:
-                self.assigned_at = time.time()
-            return super().applied_offsets()
 
     projector, stores = open_projector(into, settings, 2, 64)
     encoder = projector.encoder  # type: ignore[attr-defined]  # the worker's CachingEncoder

@@ -62,6 +62,7 @@ class Item:
     prev: int
     forgotten: bool = False
     text: str | None = None
+    """The event's text, parsed by the prepare stage (None: nothing to embed)."""
     vector: bytes | None = None
     """float32 bytes of the embedding of ``text``, computed by the prepare stage."""
     read_at: float = 0.0
@@ -126,7 +127,7 @@ class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
         if key not in self.timed:
             self.timed.add(key)
             ctx.timer_service().register_event_time_timer(END_OF_TIME)
-        self.buffer.append(self._filtered(value))
+        self.buffer.append(self._prepared(value))
         if len(self.buffer) >= self.config.embed_batch:
             self._cut()
         yield from self._done(wait=len(self.inflight) > 1)
@@ -136,28 +137,31 @@ class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
         while self.inflight:
             yield from self._done(wait=True)
 
-    def _filtered(self, item: Item) -> Item:
-        item = replace(item, ready_at=self.ready_at)
-        if self.config.forget is None or item.record.value is None:
-            return item
+    def _prepared(self, item: Item) -> Item:
+        """Parse once: whether the forget ledger covers the event, and the text to embed."""
+        if item.record.value is None:
+            return replace(item, ready_at=self.ready_at)
         try:
             event = parse_event(item.record.value)
         except InvalidEventError:
-            return item  # the projector turns it into a dead letter
-        covered = self.config.forget.covers(event, item.record.position.log_time)
-        return replace(item, forgotten=True) if covered else item
+            return replace(item, ready_at=self.ready_at)  # the projector makes a dead letter
+        forget = self.config.forget
+        covered = forget is not None and forget.covers(event, item.record.position.log_time)
+        text = event.text()
+        return replace(item, ready_at=self.ready_at, forgotten=covered,
+                       text=text if text and text.strip() else None)
 
     def _cut(self) -> None:
         """Hand the buffered items to the embedding thread (or straight through)."""
         items, self.buffer = self.buffer, []
         if not items:
             return
-        future: Future[list[Item]] = Future()
-        if self.pool is None:
-            future.set_result(items)
-        else:
-            future = self.pool.submit(embed_items, self.encoder, items)
-        self.inflight.append(future)
+        if self.pool is not None:
+            self.inflight.append(self.pool.submit(embed_items, self.encoder, items))
+            return
+        done: Future[list[Item]] = Future()
+        done.set_result(items)
+        self.inflight.append(done)
 
     def _done(self, *, wait: bool) -> Iterator[Item]:
         """Emit finished batches in order; with ``wait``, block on the oldest first."""

@@ -123,7 +123,7 @@ def _writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
         commit_batch=spec.commit_batch, embed_batch=spec.embed_batch,
         embed_threads=max(1, (os.cpu_count() or 1) // spec.parallelism),
         prepare_key=spec.prepare_key,
-        buckets=4096, projector_factory=spec.projector_factory,
+        projector_factory=spec.projector_factory,
         keys_dir=settings.keys_dir)
 
 

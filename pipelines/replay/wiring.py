@@ -42,7 +42,8 @@ class WriterConfig:
     embed_batch: int = 1024
     embed_threads: int = 2
     """Torch threads of each prepare worker: the cores divided among the parallel workers."""
-    buckets: int = 256
+    buckets: int = 4096
+    """Keys of the prepare stage: many, so records spread evenly over the subtasks."""
     prepare_key: PrepareKey = "record"
     """How records spread over the prepare subtasks (see ``functions.BucketKey``)."""
     forget: ForgetFilter | None = None
@@ -158,28 +159,17 @@ def open_encoder(config: WriterConfig) -> Encoder:
 
 
 def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:
-    """Attach the embedding of each item's text (events that will have a memory row)."""
+    """Attach the embedding of each kept item's text (the prepare stage parsed it)."""
     from dataclasses import replace
 
-    from memstack.schemas.errors import InvalidEventError
-    from memstack.schemas.events import parse_event
-
-    texts: dict[int, str] = {}
-    for n, item in enumerate(items):
-        if item.forgotten or item.record.value is None:
-            continue
-        try:
-            text = parse_event(item.record.value).text()
-        except InvalidEventError:
-            continue
-        if text and text.strip():
-            texts[n] = text
-    if not texts:
+    wanted = [(n, item.text) for n, item in enumerate(items)
+              if item.text is not None and not item.forgotten]
+    if not wanted:
         return items
-    vectors = encoder.encode(list(texts.values()))
+    vectors = encoder.encode([text for _, text in wanted])
     out = list(items)
-    for (n, text), vec in zip(texts.items(), vectors, strict=True):
-        out[n] = replace(items[n], text=text, vector=vec.astype(np.float32).tobytes())
+    for (n, _), vec in zip(wanted, vectors, strict=True):
+        out[n] = replace(items[n], vector=vec.astype(np.float32).tobytes())
     return out
 
 
