@@ -23,7 +23,6 @@ from memstack.pipelines.replay.bounds import (
     Earliest,
     End,
     parse_point,
-    resolve,
 )
 from memstack.pipelines.replay.errors import BadPointError
 from memstack.pipelines.replay.forget import ScopedRequest, ScopeForgetFilter
@@ -175,16 +174,17 @@ def test_replay_equals_live_then_mid_log_as_known_then_catch_up(replay_log: Sett
 
     # 2. up to mid-log offsets (prepare stage keyed by session this time): equal to the
     # rebuild stopped there, and every as-of answer equals the live stores' answer as known
-    # at that log cut. The cut is the offsets at the median append time, so it holds a
-    # transaction-time prefix of every fact key's entries (user:ana's are spread over the
-    # partitions): what "as known at a cut" is exact for (docs/queries.md, "Facts at a log
-    # cut"). Halving each partition's offsets is not such a cut, and answers then depend on
-    # how the partitions' append times interleaved.
-    times = sorted({r.position.log_time for r in read_bounded(settings.bootstrap,
-                                                                settings.events_topic)})
-    mid = dict(resolve(settings.bootstrap, settings.events_topic, Earliest(),
-                       AtTime(times[len(times) // 2])).stop)
-    assert 0 < sum(mid.values()) < sum(end.values())
+    # at that log cut. The cut is the first half of the log in transaction-time order (append
+    # time, partition, offset), so it holds a transaction-time prefix of every fact key's
+    # entries (user:ana's are spread over the partitions): what "as known at a cut" is exact
+    # for (docs/queries.md, "Facts at a log cut"). Halving each partition's offsets is not
+    # such a cut, and answers then depend on how the partitions' append times interleaved.
+    log = sorted((r.position.log_time, r.position.partition, r.position.offset)
+                 for r in read_bounded(settings.bootstrap, settings.events_topic))
+    mid = dict.fromkeys(end, 0)
+    for _, partition, offset in log[:len(log) // 2]:
+        mid[partition] = max(mid[partition], offset + 1)
+    assert sum(mid.values()) == len(log) // 2  # each partition's part is a prefix of it
     mid_text = ",".join(f"{p}:{o}" for p, o in mid.items())
     mid_ref = _reference(settings, tmp_path / "ref-mid", stop=mid)
     _replay(settings, tmp_path / "replay-mid", stop=mid_text, worker_mode="loopback",
