@@ -1,79 +1,95 @@
-"""The async twin of :class:`memstack.client.MemoryClient`, on aiokafka."""
+"""The async twin of :class:`memstack.client.MemoryClient`, on the same core.
+
+It builds, validates, routes and seals events exactly as the sync client does (one
+:class:`~memstack.builders.EventBuilder` and one :class:`~memstack.builders.LogEncoder`), and
+produces with the same idempotent ``acks=all`` kafka-python producer, whose acknowledgements
+are bridged onto the event loop. So it needs nothing beyond the core install.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import asyncio
+from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from kafka import KafkaProducer
 
-from memstack.builders import Defaults, EventBuilder
-from memstack.client import EmitError, Written
-from memstack.errors import BrokerUnavailableError
-from memstack.schemas.events import Event, EventKind, ForgetScope, validate_event
+from memstack.builders import Defaults, EventBuilder, EventHelpers, LogEncoder, checked_all
+from memstack.client import Written, not_acknowledged, open_producer, written_of
+from memstack.keystore import KeyStore
+from memstack.schemas.events import Event, ForgetScope
 from memstack.settings import Settings
 
 
-class AsyncMemoryClient:
+class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
     """``async with AsyncMemoryClient(...) as c: await c.message("s1", "user", "hi")``.
 
+    The helpers (``message``, ``tool_call``, ``tool_result``, ``observation``, ``note``,
+    ``fact``, ``retract``, ``forget``) are coroutines returning where the log put the event.
     ``c.events`` builds events of every kind without sending them; ``await c.emit(event)``
-    sends one and returns where the log put it.
+    sends one and returns where the log put it. Under ``MEMSTACK_SEAL=1`` (or with ``keys``)
+    payloads are sealed as :class:`~memstack.client.MemoryClient` seals them.
     """
 
     def __init__(self, tenant: str, agent: str, *, settings: Settings | None = None,
-                 source: str = "memstack-sdk", **producer_overrides: Any) -> None:
+                 source: str = "memstack-sdk", keys: KeyStore | None = None,
+                 **producer_overrides: Any) -> None:
         self.events = EventBuilder(Defaults(tenant=tenant, agent=agent, source=source))
         self.settings = settings or Settings.from_env()
-        config: dict[str, Any] = {
-            "acks": "all",
-            "enable_idempotence": True,
-            "linger_ms": 5,
-            "max_batch_size": 256 * 1024,
-            **producer_overrides,
-        }
-        self._producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap, **config)
+        self.encoder = LogEncoder(self.settings, keys)
+        self.keys = self.encoder.keys
+        self._overrides = producer_overrides
+        self._producer: KafkaProducer | None = None
 
     async def start(self) -> None:
-        try:
-            await self._producer.start()
-        except KafkaConnectionError as exc:
-            raise BrokerUnavailableError(
-                f"no Kafka broker at {self.settings.bootstrap}; start one with "
-                "`memstack infra up` or set MEMSTACK_BOOTSTRAP"
-            ) from exc
+        """Connect to the broker (raises ``BrokerUnavailableError`` when none answers)."""
+        if self._producer is None:
+            self._producer = await asyncio.to_thread(open_producer, self.settings,
+                                                     self._overrides)
 
     async def emit(self, event: Event | dict[str, Any]) -> Written:
         """Validate, send and await the acknowledgement of one event."""
-        if not isinstance(event, Event):
-            event = validate_event(event)
-        topic = (self.settings.forget_topic if event.kind is EventKind.FORGET_REQUESTED
-                 else self.settings.events_topic)
+        record = self.encoder.encode(event)
+        producer = self._started()
+        loop = asyncio.get_running_loop()
+        acked: asyncio.Future[Any] = loop.create_future()
+        future = await asyncio.to_thread(producer.send, record.topic, key=record.key,
+                                         value=record.value)
+        future.add_callback(lambda meta: loop.call_soon_threadsafe(_settle, acked, meta, None))
+        future.add_errback(lambda exc: loop.call_soon_threadsafe(_settle, acked, None, exc))
         try:
-            meta = await self._producer.send_and_wait(topic, event.to_json(), key=event.key)
-        except KafkaError as exc:
-            raise EmitError(f"event {event.event_id} was not acknowledged: {exc}") from exc
-        return Written(event.event_id, meta.topic, meta.partition, meta.offset,
-                       datetime.fromtimestamp(meta.timestamp / 1000, UTC))
+            meta = await acked
+        except Exception as exc:
+            raise not_acknowledged(record.event.event_id, exc) from exc
+        return written_of(record.event.event_id, meta)
 
-    async def message(self, session: str, role: str, text: str, **env: Any) -> Written:
-        return await self.emit(self.events.message(session, role, text, **env))
+    async def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[Written]:
+        """Send a batch; all are validated before the first is sent."""
+        return list(await asyncio.gather(*(self.emit(e) for e in checked_all(events))))
 
-    async def fact(self, session: str, subject: str, relation: str, object: str,
-                   **env: Any) -> Written:
-        return await self.emit(self.events.fact(session, subject, relation, object, **env))
+    def _send(self, event: Event) -> Coroutine[Any, Any, Written]:
+        return self.emit(event)
 
     async def forget(self, scope: ForgetScope | dict[str, Any], reason: str | None = None,
                      **env: Any) -> Written:
         return await self.emit(self.events.forget(scope, reason, **env))
 
     async def flush(self) -> None:
-        await self._producer.flush()
+        """Wait until every sent event is acknowledged."""
+        await asyncio.to_thread(self._started().flush)
 
-    async def close(self) -> None:
-        await self._producer.stop()
+    async def close(self, timeout: float = 30.0) -> None:
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await asyncio.to_thread(producer.flush, timeout)
+            await asyncio.to_thread(producer.close, timeout)
+
+    def _started(self) -> KafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("AsyncMemoryClient is not started: use `async with` or "
+                               "`await client.start()` first")
+        return self._producer
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -82,3 +98,12 @@ class AsyncMemoryClient:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
+
+
+def _settle(acked: asyncio.Future[Any], meta: Any, exc: BaseException | None) -> None:
+    if acked.done():  # the awaiting task was cancelled
+        return
+    if exc is not None:
+        acked.set_exception(exc)
+    else:
+        acked.set_result(meta)

@@ -1,14 +1,30 @@
-"""Build events of each kind from keyword arguments: shared by the sync and async clients."""
+"""The one core of every client: build events from keyword arguments, validate, seal.
+
+:class:`EventBuilder` turns helper calls into validated events; :class:`LogEncoder` turns an
+event into the record the log gets (its topic, key and bytes, sealed under ``MEMSTACK_SEAL=1``).
+``MemoryClient`` and ``AsyncMemoryClient`` write through both; ``MemoryService`` builds with
+the same :class:`EventBuilder` and posts the events to the service, which seals them there.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from memstack.keystore import FileKeyStore, KeyStore, rotate_before_request
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import Event, EventKind, ForgetScope, now_utc, validate_event
+from memstack.schemas.events import (
+    Event,
+    EventKind,
+    ForgetRequestedPayload,
+    ForgetScope,
+    now_utc,
+    validate_event,
+)
 from memstack.schemas.ids import uuid7
+from memstack.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -91,3 +107,93 @@ class EventBuilder:
             EventKind.FORGET_REQUESTED, session, {"scope": scope_data, "reason": reason}, **env
         )
 
+
+
+R = TypeVar("R")
+
+
+class EventHelpers(Generic[R]):
+    """One helper per event kind that builds with ``self.events`` and hands the event to
+    ``_send``: what a send returns (``R``) is the client's own (a receipt, an awaitable ...).
+    """
+
+    events: EventBuilder
+
+    def _send(self, event: Event) -> R:
+        raise NotImplementedError
+
+    def message(self, session: str, role: str, text: str, **env: Any) -> R:
+        return self._send(self.events.message(session, role, text, **env))
+
+    def tool_call(self, session: str, tool: str, call_id: str,
+                  arguments: dict[str, Any] | None = None, **env: Any) -> R:
+        return self._send(self.events.tool_call(session, tool, call_id, arguments, **env))
+
+    def tool_result(self, session: str, tool: str, call_id: str, output: str,
+                    is_error: bool = False, **env: Any) -> R:
+        return self._send(self.events.tool_result(session, tool, call_id, output, is_error,
+                                                  **env))
+
+    def observation(self, session: str, text: str, **env: Any) -> R:
+        return self._send(self.events.observation(session, text, **env))
+
+    def note(self, session: str, text: str, **env: Any) -> R:
+        return self._send(self.events.note(session, text, **env))
+
+    def fact(self, session: str, subject: str, relation: str, object: str,
+             valid_from: datetime | None = None, valid_to: datetime | None = None,
+             **env: Any) -> R:
+        return self._send(self.events.fact(session, subject, relation, object, valid_from,
+                                           valid_to, **env))
+
+    def retract(self, session: str, subject: str, relation: str, object: str | None = None,
+                valid_from: datetime | None = None, **env: Any) -> R:
+        return self._send(self.events.retract(session, subject, relation, object, valid_from,
+                                              **env))
+
+
+def checked(event: Event | dict[str, Any]) -> Event:
+    """An event as given, or a dict validated into one (raises ``InvalidEventError``)."""
+    return event if isinstance(event, Event) else validate_event(event)
+
+
+def checked_all(events: Sequence[Event | dict[str, Any]]) -> list[Event]:
+    """Validate a whole batch before any of it is sent."""
+    return [checked(e) for e in events]
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """What the log gets for one event: the topic, the key (tenant/session) and the bytes."""
+
+    event: Event
+    topic: str
+    key: bytes
+    value: bytes
+
+
+class LogEncoder:
+    """Route and encode events for the log; with a key store, seal their payloads.
+
+    Forget requests go to ``<prefix>.forget`` unsealed; before one is encoded, the keys of its
+    scope are destroyed, so later events of the scope are sealed with a fresh key.
+    """
+
+    def __init__(self, settings: Settings, keys: KeyStore | None = None) -> None:
+        self.settings = settings
+        if keys is None and settings.seal:  # MEMSTACK_SEAL=1: the deployment's key store
+            keys = FileKeyStore(settings.keys_dir)
+        self.keys = keys
+
+    def encode(self, event: Event | dict[str, Any]) -> LogRecord:
+        event = checked(event)
+        if event.kind is EventKind.FORGET_REQUESTED:
+            if self.keys is not None and isinstance(event.payload, ForgetRequestedPayload):
+                rotate_before_request(self.keys, event.tenant, event.payload.scope)
+            return LogRecord(event, self.settings.forget_topic, event.key, event.to_json())
+        if self.keys is None:
+            return LogRecord(event, self.settings.events_topic, event.key, event.to_json())
+        from memstack.sealing import seal  # cryptography: only when sealing
+
+        return LogRecord(event, self.settings.events_topic, event.key,
+                         seal(event, self.keys).to_json())

@@ -16,11 +16,10 @@ from typing import Any, Self
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.builders import Defaults, EventBuilder, LogEncoder, checked_all
 from memstack.errors import BrokerUnavailableError, MemstackError
-from memstack.keystore import FileKeyStore, KeyStore
-from memstack.schemas.events import Event, EventKind, ForgetRequestedPayload, validate_event
-from memstack.sealing import seal
+from memstack.keystore import KeyStore
+from memstack.schemas.events import Event, EventKind
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,11 +60,30 @@ class PendingEmit:
         try:
             meta = self._future.get(timeout=timeout)
         except KafkaError as exc:
-            raise EmitError(f"event {self.event_id} was not acknowledged: {exc}") from exc
-        return Written(
-            self.event_id, meta.topic, meta.partition, meta.offset,
-            datetime.fromtimestamp(meta.timestamp / 1000, UTC),
-        )
+            raise not_acknowledged(self.event_id, exc) from exc
+        return written_of(self.event_id, meta)
+
+
+def written_of(event_id: str, meta: Any) -> Written:
+    """A ``Written`` from kafka-python's record metadata (log append time in ms)."""
+    return Written(event_id, meta.topic, meta.partition, meta.offset,
+                   datetime.fromtimestamp(meta.timestamp / 1000, UTC))
+
+
+def not_acknowledged(event_id: str, exc: BaseException) -> EmitError:
+    return EmitError(f"event {event_id} was not acknowledged: {exc}")
+
+
+def open_producer(settings: Settings, overrides: dict[str, Any]) -> KafkaProducer:
+    """The idempotent ``acks=all`` producer of both clients, or a clear broker error."""
+    try:
+        return KafkaProducer(bootstrap_servers=settings.bootstrap,
+                             **{**PRODUCER_CONFIG, **overrides})
+    except KafkaError as exc:
+        raise BrokerUnavailableError(
+            f"no Kafka broker at {settings.bootstrap}; start one with "
+            "`memstack infra up` or set MEMSTACK_BOOTSTRAP"
+        ) from exc
 
 
 class MemoryClient(EventBuilder):
@@ -84,42 +102,22 @@ class MemoryClient(EventBuilder):
                  **producer_overrides: Any) -> None:
         super().__init__(Defaults(tenant=tenant, agent=agent, source=source))
         self.settings = settings or Settings.from_env()
-        if keys is None and self.settings.seal:  # MEMSTACK_SEAL=1: the deployment's key store
-            keys = FileKeyStore(self.settings.keys_dir)
-        self.keys = keys
+        self.encoder = LogEncoder(self.settings, keys)
+        self.keys = self.encoder.keys
         """When set, payloads are sealed with per-scope data keys (crypto-shredding)."""
         self.events = EventBuilder(self.defaults)
         """Builds events without sending them (``client.emit(client.events.note(...))``)."""
-        config = {**PRODUCER_CONFIG, **producer_overrides}
-        try:
-            self._producer = KafkaProducer(bootstrap_servers=self.settings.bootstrap, **config)
-        except KafkaError as exc:
-            raise BrokerUnavailableError(
-                f"no Kafka broker at {self.settings.bootstrap}; start one with "
-                "`memstack infra up` or set MEMSTACK_BOOTSTRAP"
-            ) from exc
+        self._producer = open_producer(self.settings, producer_overrides)
 
     def emit(self, event: Event | dict[str, Any]) -> PendingEmit:
         """Send one event (validated first; an invalid one raises and sends nothing)."""
-        if not isinstance(event, Event):
-            event = validate_event(event)
-        topic = (self.settings.forget_topic if event.kind is EventKind.FORGET_REQUESTED
-                 else self.settings.events_topic)
-        if self.keys is not None and isinstance(event.payload, ForgetRequestedPayload):
-            # Destroy the scope's keys before the request is logged: later events of the scope
-            # get a fresh key, so new data is never sealed with a key about to be destroyed.
-            from memstack.pipelines.forgetting.keys import rotate_before_request
-
-            rotate_before_request(self.keys, event.tenant, event.payload.scope)
-        value = event.to_json() if self.keys is None or event.kind is EventKind.FORGET_REQUESTED \
-            else seal(event, self.keys).to_json()
-        future = self._producer.send(topic, key=event.key, value=value)
-        return PendingEmit(event.event_id, future)
+        record = self.encoder.encode(event)
+        future = self._producer.send(record.topic, key=record.key, value=record.value)
+        return PendingEmit(record.event.event_id, future)
 
     def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[PendingEmit]:
         """Send a batch; all are validated before the first is sent."""
-        checked = [e if isinstance(e, Event) else validate_event(e) for e in events]
-        return [self.emit(e) for e in checked]
+        return [self.emit(e) for e in checked_all(events)]
 
     def build(self, kind: EventKind, session: str, payload: dict[str, Any], **env: Any) -> Event:
         """Helpers (``message``, ``fact``, ...) build, validate and emit in one call."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from memstack.errors import MemstackError
+from memstack.schemas.events import ForgetScope
 from memstack.schemas.ids import uuid7
 
 
@@ -136,6 +137,24 @@ class FileKeyStore:
 
     def _path(self, key_id: str, tenant: str) -> Path:
         return self.root / _h(tenant) / f"{_h(key_id)}.key"
+
+
+def scope_args(scope: ForgetScope) -> tuple[str | None, str | None]:
+    """``(session, subject)`` of ``KeyStore.destroy`` for a key scope."""
+    return (scope.session if scope.type == "session" else None,
+            scope.subject if scope.type == "subject" else None)
+
+
+def rotate_before_request(keys: KeyStore, tenant: str, scope: ForgetScope) -> list[str]:
+    """Destroy the scope's keys now, before the request is emitted (key scopes only).
+
+    Events of the scope sealed afterwards get a fresh key, so new data is never sealed with a
+    key the request is about to destroy (see :mod:`memstack.pipelines.forgetting.keys`).
+    """
+    if scope.type not in ("session", "subject", "tenant"):
+        return []
+    session, subject = scope_args(scope)
+    return keys.destroy(tenant, session=session, subject=subject)
 
 
 def _h(text: str) -> str:

@@ -13,25 +13,18 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from memstack.keystore import FileKeyStore, KeyScope, KeyStore
+from memstack.keystore import (  # the rotation lives with the key store (client-side, light)
+    FileKeyStore,
+    KeyScope,
+    KeyStore,
+    rotate_before_request,
+    scope_args,
+)
 from memstack.operators.forget import ForgetRequest
-from memstack.schemas.events import ForgetScope
 
 log = logging.getLogger(__name__)
 
-
-def scope_args(scope: ForgetScope) -> tuple[str | None, str | None]:
-    """``(session, subject)`` of ``KeyStore.destroy`` for a key scope."""
-    return (scope.session if scope.type == "session" else None,
-            scope.subject if scope.type == "subject" else None)
-
-
-def rotate_before_request(keys: KeyStore, tenant: str, scope: ForgetScope) -> list[str]:
-    """Destroy the scope's keys now, before the request is emitted (key scopes only)."""
-    if scope.type not in ("session", "subject", "tenant"):
-        return []
-    session, subject = scope_args(scope)
-    return keys.destroy(tenant, session=session, subject=subject)
+__all__ = ["created_at", "destroy_for", "rotate_before_request", "scope_args"]
 
 
 def created_at(key_id: str) -> datetime | None:

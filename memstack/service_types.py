@@ -1,0 +1,135 @@
+"""What the memstack service answers, and its errors, as the light HTTP client sees them.
+
+Write and forget receipts are pydantic models of the service's JSON; read answers are the
+query layer's own value types (:mod:`memstack.view.types`), parsed from the same JSON the
+service renders from them. The error tree maps HTTP status codes to what a caller can do:
+every :class:`ServiceError` carries the status and the service's ``detail``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from memstack.errors import MemstackError
+
+
+class ServiceError(MemstackError):
+    """The service refused or failed a request; ``status`` and ``detail`` say why."""
+
+    def __init__(self, message: str, *, status: int | None = None, detail: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+
+class ServiceUnavailableError(ServiceError):
+    """No answer from the service (not running, wrong URL) or a 503: start ``memstack serve``
+    or check the URL, then retry."""
+
+
+class AuthenticationError(ServiceError):
+    """401: no API key, or one the service does not know. Pass ``api_key`` or set
+    ``MEMSTACK_API_KEY``."""
+
+
+class PermissionDeniedError(ServiceError):
+    """403: the key is not granted this tenant, or lacks the role (write, read, forget)."""
+
+
+class NotFoundError(ServiceError):
+    """404: no such route or forget request id."""
+
+
+class PayloadTooLargeError(ServiceError):
+    """413: the batch is over the service's limit; send fewer or smaller events per call."""
+
+
+class InvalidRequestError(ServiceError):
+    """400/422: a malformed event or argument; ``detail`` names the field and the rule."""
+
+
+class NotCaughtUpError(ServiceError):
+    """504: the stores did not reach the ``after=`` position in time; retry the read later."""
+
+
+class ServerError(ServiceError):
+    """Any other 5xx: a fault in the service; its log says more."""
+
+
+_BY_STATUS: dict[int, type[ServiceError]] = {
+    400: InvalidRequestError, 401: AuthenticationError, 403: PermissionDeniedError,
+    404: NotFoundError, 413: PayloadTooLargeError, 422: InvalidRequestError,
+    503: ServiceUnavailableError, 504: NotCaughtUpError,
+}
+
+
+def error_for(status: int, detail: Any, where: str) -> ServiceError:
+    """The typed error of an HTTP error answer (``detail`` is the service's explanation)."""
+    cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else ServiceError)
+    return cls(f"{where} answered {status}: {describe(detail)}", status=status, detail=detail)
+
+
+def describe(detail: Any) -> str:
+    """FastAPI's detail as one line: validation errors as ``field: message`` pairs."""
+    if isinstance(detail, list):
+        parts = []
+        for item in detail:
+            if isinstance(item, dict):
+                loc = ".".join(str(p) for p in item.get("loc", ()) if p != "body")
+                parts.append(f"{loc}: {item.get('msg', item)}" if loc else str(item.get("msg")))
+            else:
+                parts.append(str(item))
+        return "; ".join(parts)
+    return str(detail)
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class EventWritten(_Answer):
+    """Where the log put one event; ``log_time`` is its transaction time."""
+
+    event_id: str
+    partition: int
+    offset: int
+    log_time: datetime
+
+
+class WriteReceipt(_Answer):
+    """The answer to a write: each event's place in the log, and a position token.
+
+    Pass the receipt (or its ``position``) as ``after=`` to a read to see the write in it.
+    """
+
+    written: tuple[EventWritten, ...]
+    position: str
+
+    @property
+    def event_ids(self) -> list[str]:
+        return [w.event_id for w in self.written]
+
+
+class ForgetReceipt(_Answer):
+    """A forget request the service accepted: its id (for the audit) and its position."""
+
+    request_id: str
+    position: str
+
+
+class ForgetStatus(_Answer):
+    """Where a forget request stands; the per-store audit is kept as the service sent it."""
+
+    request_id: str
+    status: str
+
+
+class Change(_Answer):
+    """One server-sent event of the change feed: ``id`` is the position token after it."""
+
+    id: str | None = None
+    event: str | None = None
+    data: Any = None
