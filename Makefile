@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
-	$(PY) -m pip install --disable-pip-version-check -q $(FIND_LINKS) -e '.[dev]'
+	$(PY) -m pip install --disable-pip-version-check -q $(FIND_LINKS) -e '.[server,dev]'
 	@touch $@
 
 install: $(VENV)/.installed

