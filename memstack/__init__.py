@@ -1,8 +1,9 @@
 """memstack: memory for AI agents as an event-sourced streaming pipeline.
 
 The public surface is imported lazily so ``import memstack`` stays cheap:
-``MemoryClient`` (sync producer SDK), ``AsyncMemoryClient``, ``MemoryView`` (as-of queries),
-``Event`` and ``Settings``.
+``MemoryClient`` (sync producer SDK), ``AsyncMemoryClient``, ``MemoryService`` and
+``AsyncMemoryService`` (HTTP client of a running service), ``MemoryView`` (as-of queries over
+local stores; needs the ``server`` extra), ``Event`` and ``Settings``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from typing import Any
 _EXPORTS = {
     "MemoryClient": "memstack.client",
     "AsyncMemoryClient": "memstack.aio",
+    "MemoryService": "memstack.service_client",
+    "AsyncMemoryService": "memstack.service_client",
+    "ServiceError": "memstack.service_types",
+    "WriteReceipt": "memstack.service_types",
     "MemoryView": "memstack.view",
     "Event": "memstack.schemas.events",
     "EventKind": "memstack.schemas.events",

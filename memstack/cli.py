@@ -29,6 +29,9 @@ def missing_server_extra(exc: ModuleNotFoundError) -> str | None:
     root = (exc.name or "").split(".", 1)[0]
     if root not in SERVER_MODULES:
         return None
+    if root == "mcp":
+        return ("`memstack mcp` needs the MCP SDK ('mcp' is not installed); install it with: "
+                f"pip install 'memstack[mcp]' (or {SERVER_EXTRA})")
     return (f"this command needs the server stack ({root!r} is not installed); install it "
             f"with: {SERVER_EXTRA}")
 

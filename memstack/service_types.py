@@ -43,6 +43,10 @@ class NotFoundError(ServiceError):
     """404: no such route or forget request id."""
 
 
+class PositionGoneError(ServiceError):
+    """410: the change feed no longer holds that position; resume from a later one or now."""
+
+
 class PayloadTooLargeError(ServiceError):
     """413: the batch is over the service's limit; send fewer or smaller events per call."""
 
@@ -61,7 +65,7 @@ class ServerError(ServiceError):
 
 _BY_STATUS: dict[int, type[ServiceError]] = {
     400: InvalidRequestError, 401: AuthenticationError, 403: PermissionDeniedError,
-    404: NotFoundError, 413: PayloadTooLargeError, 422: InvalidRequestError,
+    404: NotFoundError, 410: PositionGoneError, 413: PayloadTooLargeError, 422: InvalidRequestError,
     503: ServiceUnavailableError, 504: NotCaughtUpError,
 }
 
@@ -125,6 +129,9 @@ class ForgetStatus(_Answer):
 
     request_id: str
     status: str
+    """``logged``, ``applied`` or ``audited``."""
+    scope: str | None = None
+    audit: dict[str, Any] | None = None
 
 
 class Change(_Answer):

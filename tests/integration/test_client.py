@@ -113,3 +113,30 @@ def _cli(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.Co
     return subprocess.run([sys.executable, "-m", "memstack.cli", *args], input=stdin,
                           capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
                           check=False)
+
+
+def test_async_client_seals_as_the_sync_client_does(topics: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from memstack.keystore import FileKeyStore
+    from memstack.sealing import Shredded, open_record
+
+    keys = FileKeyStore(tmp_path / "keys")
+
+    async def go() -> list[object]:
+        async with AsyncMemoryClient("acme", "bot", settings=topics, keys=keys) as client:
+            said = await client.message("s1", "user", "my PIN is 4711")
+            await client.note("s2", "kept")
+            await client.forget({"type": "session", "session": "s1"}, reason="asked")
+            return [said]
+
+    asyncio.run(go())
+    with MemoryClient("acme", "bot", settings=topics, keys=keys) as client:
+        client.note("s1", "after the forget")
+    values = _read_all(topics, topics.events_topic)
+    assert len(values) == 3 and not any(b"4711" in v or b"kept" in v for v in values)
+    opened = [open_record(v, keys) for v in values]  # partitions interleave: compare as sets
+    shredded = [o for o in opened if isinstance(o, Shredded)]
+    assert [o.envelope.session for o in shredded] == ["s1"]  # its key died with the forget
+    assert sorted(o.payload.text for o in opened if not isinstance(o, Shredded)) \
+        == ["after the forget", "kept"]  # s1 after the forget: a fresh key (rotated first)
+    assert [parse_event(v).kind for v in _read_all(topics, topics.forget_topic)] == [
+        EventKind.FORGET_REQUESTED]

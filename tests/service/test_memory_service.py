@@ -1,0 +1,102 @@
+"""``MemoryService`` and ``AsyncMemoryService`` against the live service (``memstack serve``).
+
+Writes built by the shared event builder are read back with ``after=`` the receipt; refusals
+arrive as typed errors with the service's detail; a forget hides the session from reads after
+its position; the change feed yields the commits of a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from tests.service.conftest import KEYS, Service
+
+from memstack.builders import Defaults, EventBuilder
+from memstack.schemas.errors import InvalidEventError
+from memstack.service_client import AsyncMemoryService, MemoryService
+from memstack.service_types import (
+    AuthenticationError,
+    Change,
+    ForgetReceipt,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    WriteReceipt,
+)
+
+
+def test_writes_are_read_back_after_their_receipt(service: Service) -> None:
+    with MemoryService(service.url, KEYS["acme"], tenant="acme", agent="sdk") as memory:
+        said = memory.message("s-sdk", "user", "I keep my bike in the shed", subject="user:ana")
+        assert isinstance(said, WriteReceipt) and len(said.written) == 1
+        owns = memory.fact("s-sdk", "user:ana", "owns", "bike")
+        rows = memory.records("s-sdk", after=said).records
+        assert [r.event_id for r in rows] == said.event_ids and rows[0].agent == "sdk"
+        assert [f.object for f in memory.facts("user:ana", "owns", after=owns).facts] == ["bike"]
+        hits = memory.search("bike shed", k=3, session="s-sdk", after=owns.position).hits
+        assert hits[0].event_id == said.event_ids[0]
+        batch = memory.emit_many([memory.events.note("s-sdk", f"note {i}") for i in range(3)])
+        assert len(batch.written) == 3
+        assert len(memory.records("s-sdk", after=batch).records) == 4
+        gone = memory.retract("s-sdk", "user:ana", "owns", "bike")
+        assert memory.facts("user:ana", "owns", after=gone).facts == []
+
+
+def test_refusals_are_typed_errors_with_the_detail(service: Service) -> None:
+    other = EventBuilder(Defaults("other", "sdk"))
+    with MemoryService(service.url, KEYS["acme"], tenant="acme") as memory:
+        with pytest.raises(PermissionDeniedError) as crossed:
+            memory.emit(other.note("s1", "not mine"))
+        assert crossed.value.status == 403
+        with pytest.raises(InvalidEventError):  # caught before anything is sent
+            memory.message("s1", "robot", "beep")
+        with pytest.raises(PayloadTooLargeError):
+            memory.emit_many([memory.events.note("s-big", "x")] * 1001)
+    with MemoryService(service.url, KEYS["acme-read"], tenant="acme") as reader, \
+            pytest.raises(PermissionDeniedError):
+        reader.note("s1", "readers cannot write")
+    with MemoryService(service.url, "not-a-key-000", tenant="acme") as stranger, \
+            pytest.raises(AuthenticationError):
+        stranger.facts()
+
+
+def test_forget_hides_the_session_after_its_position(service: Service) -> None:
+    with MemoryService(service.url, KEYS["acme"], tenant="acme") as memory:
+        kept = memory.note("s-forget", "the alarm code is 4711")
+        assert memory.records("s-forget", after=kept).records
+        receipt = memory.forget({"type": "session", "session": "s-forget"}, reason="asked")
+        assert isinstance(receipt, ForgetReceipt)
+        assert memory.records("s-forget", after=receipt).records == []
+        assert memory.forget_status(receipt.request_id).status in ("logged", "applied",
+                                                                    "audited")
+
+
+def test_async_service_round_trip(service: Service) -> None:
+    async def go() -> list[str]:
+        async with AsyncMemoryService(service.url, KEYS["acme"], tenant="acme") as memory:
+            receipt = await memory.observation("s-async", "the printer is out of toner")
+            answer = await memory.records("s-async", after=receipt)
+            return [r.text or "" for r in answer.records]
+
+    assert asyncio.run(go()) == ["the printer is out of toner"]
+
+
+def test_change_feed_yields_the_commits_of_a_write(service: Service) -> None:
+    got: list[Change] = []
+    with MemoryService(service.url, KEYS["acme"], tenant="acme") as memory:
+        start = memory.note("s-feed-sdk", "before the feed")
+
+        def follow() -> None:
+            with MemoryService(service.url, KEYS["acme"], tenant="acme") as reader:
+                for change in reader.changes(since=start):
+                    got.append(change)
+                    if isinstance(change.data, dict) and change.data.get("text") == "fed":
+                        return
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        memory.note("s-feed-sdk", "fed")
+        follower.join(60)
+    assert any(isinstance(c.data, dict) and c.data.get("text") == "fed" for c in got), got
+    assert all(c.id for c in got)
