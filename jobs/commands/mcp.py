@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     backend = AsyncMemoryService(args.url, tenant=args.tenant, agent=args.agent,
                                  source="memstack-mcp")
     logging.getLogger("memstack").info("MCP over stdio for tenant %s at %s", backend.tenant,
-                                       backend.requests.config.url)
+                                       backend.calls.config.url)
     server = build_server(fixed(backend))
     for handler in logging.getLogger().handlers:  # stdout is the protocol: logs go to stderr
         if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
