@@ -9,9 +9,9 @@ tenant checks, validation and ``after=`` are exactly those of the HTTP API.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+import asyncio
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 from mcp.server.mcpserver import MCPServer
@@ -60,9 +60,8 @@ def mount_mcp(app: Starlette, tenants_of: TenantsOf, *, path: str = "/mcp",
     inner = _server_app(server, path, host)
     for route in inner.routes:
         if isinstance(route, Route):
-            app.router.routes.append(Route(route.path, endpoint=KeyCheck(route.app, tenants_of),
-                                           methods=None))
-    _run_with(app, server.session_manager.run)
+            endpoint = McpEndpoint(route.app, tenants_of, server.session_manager.run)
+            app.router.routes.append(Route(route.path, endpoint=endpoint, methods=None))
 
 
 def tenant_for(key: str | None, headers: Mapping[str, str] | None,
@@ -83,12 +82,18 @@ def tenant_for(key: str | None, headers: Mapping[str, str] | None,
     return next(iter(granted))
 
 
-class KeyCheck:
-    """401 before any MCP exchange when the request carries no known API key."""
+class McpEndpoint:
+    """The MCP route: 401 before any MCP exchange without a known API key; the SDK's session
+    manager started on first use and kept for the life of the event loop (so the mount works
+    whether or not the host runs the ASGI lifespan; ``memstack serve`` does not)."""
 
-    def __init__(self, app: ASGIApp, tenants_of: TenantsOf) -> None:
+    def __init__(self, app: ASGIApp, tenants_of: TenantsOf,
+                 run: Callable[[], AbstractAsyncContextManager[None]]) -> None:
         self.app = app
         self.tenants_of = tenants_of
+        self._run = run
+        self._holder: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -99,17 +104,20 @@ class KeyCheck:
                                       headers={"WWW-Authenticate": "Bearer"})
                 await answer(scope, receive, send)
                 return
+        await self._started()
         await self.app(scope, receive, send)
 
+    async def _started(self) -> None:
+        if self._holder is None:  # no await since the check: one holder per endpoint
+            self._holder = asyncio.create_task(self._hold(), name="memstack-mcp-sessions")
+        ready = asyncio.create_task(self._ready.wait())
+        await asyncio.wait({self._holder, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if not self._ready.is_set():
+            ready.cancel()
+            self._holder.result()  # raises what stopped the session manager
+            raise RuntimeError("the MCP session manager stopped")
 
-def _run_with(app: Starlette,
-              run: Callable[[], AbstractAsyncContextManager[None]]) -> None:
-    """Run ``run()`` (the MCP session manager) for as long as the app's lifespan."""
-    previous = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(parent: Any) -> AsyncIterator[Any]:
-        async with run(), previous(parent) as state:
-            yield state
-
-    app.router.lifespan_context = lifespan
+    async def _hold(self) -> None:
+        async with self._run():
+            self._ready.set()
+            await asyncio.Event().wait()  # until the loop cancels it at shutdown
