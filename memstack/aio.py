@@ -15,7 +15,14 @@ from typing import Any, Self
 
 from kafka import KafkaProducer
 
-from memstack.builders import Defaults, EventBuilder, EventHelpers, LogEncoder, checked_all
+from memstack.builders import (
+    Defaults,
+    EventBuilder,
+    EventHelpers,
+    LogEncoder,
+    LogRecord,
+    checked_all,
+)
 from memstack.client import Written, not_acknowledged, open_producer, written_of
 from memstack.keystore import KeyStore
 from memstack.schemas.events import Event, ForgetScope
@@ -51,6 +58,17 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
     async def emit(self, event: Event | dict[str, Any]) -> Written:
         """Validate, send and await the acknowledgement of one event."""
         record = self.encoder.encode(event)
+        return await self._acknowledged(record.event.event_id, await self._submit(record))
+
+    async def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[Written]:
+        """Send a batch in order (all validated first), then await every acknowledgement."""
+        records = [self.encoder.encode(e) for e in checked_all(events)]
+        acks = [await self._submit(r) for r in records]  # in order: a session stays ordered
+        return [await self._acknowledged(r.event.event_id, a) for r, a in zip(records, acks,
+                                                                                strict=True)]
+
+    async def _submit(self, record: LogRecord) -> asyncio.Future[Any]:
+        """Hand one record to the producer; the future settles with its acknowledgement."""
         producer = self._started()
         loop = asyncio.get_running_loop()
         acked: asyncio.Future[Any] = loop.create_future()
@@ -58,15 +76,15 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
                                          value=record.value)
         future.add_callback(lambda meta: loop.call_soon_threadsafe(_settle, acked, meta, None))
         future.add_errback(lambda exc: loop.call_soon_threadsafe(_settle, acked, None, exc))
+        return acked
+
+    @staticmethod
+    async def _acknowledged(event_id: str, acked: asyncio.Future[Any]) -> Written:
         try:
             meta = await acked
         except Exception as exc:
-            raise not_acknowledged(record.event.event_id, exc) from exc
-        return written_of(record.event.event_id, meta)
-
-    async def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[Written]:
-        """Send a batch; all are validated before the first is sent."""
-        return list(await asyncio.gather(*(self.emit(e) for e in checked_all(events))))
+            raise not_acknowledged(event_id, exc) from exc
+        return written_of(event_id, meta)
 
     def _send(self, event: Event) -> Coroutine[Any, Any, Written]:
         return self.emit(event)

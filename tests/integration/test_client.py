@@ -85,11 +85,15 @@ def test_async_client_round_trip(topics: Settings) -> None:
             first = await client.message("s1", "user", "hello")
             second = await client.fact("s1", "user:ana", "lives_in", "Porto")
             assert second.offset > first.offset
+            batch = await client.emit_many([client.events.note("s1", f"n{i}")
+                                            for i in range(20)])
+            assert [w.offset for w in batch] == list(range(second.offset + 1,
+                                                           second.offset + 21))
 
     asyncio.run(go())
     values = _read_all(topics, topics.events_topic)
     kinds = [parse_event(v).kind for v in values]
-    assert kinds == [EventKind.MESSAGE, EventKind.FACT_ASSERTED]
+    assert kinds == [EventKind.MESSAGE, EventKind.FACT_ASSERTED] + [EventKind.NOTE] * 20
 
 
 def test_emit_cli_sends_valid_jsonl_and_refuses_invalid(topics: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
