@@ -89,6 +89,7 @@ def build_server(resolve: BackendResolver, *, name: str = "memstack") -> MCPServ
         return resolve(ctx.headers)
 
     _write_tools(server, memory)
+    _forget_tool(server, memory)
     _read_tools(server, memory)
     return server
 
@@ -128,6 +129,8 @@ def _write_tools(server: MCPServer, memory: Callable[[Context], MemoryBackend]) 
         return receipt(await memory(ctx).retract(
             session, subject, relation, object, event_time(valid_from, "valid_from")))
 
+
+def _forget_tool(server: MCPServer, memory: Callable[[Context], MemoryBackend]) -> None:
     @server.tool()
     @explained
     async def forget(scope: ScopeType, ctx: Context, reason: str | None = None,
