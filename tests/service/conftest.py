@@ -2,9 +2,9 @@
 
 One service per test module (starting it loads the model and joins the consumer group, ~10-20
 s): its own topics, stores and home, a free port, keys for two tenants with every role, one
-read-only key and one write-only key; payloads sealed (``MEMSTACK_SEAL=1``) so a forget shreds the log too.
-Stopped with SIGTERM at the end; the test then checks it
-drained (exit 0) and removed ``service.json``.
+read-only key and one write-only key; payloads sealed (``MEMSTACK_SEAL=1``) so a forget shreds
+the log too. Stopped with SIGTERM at the end; the test then checks it drained (exit 0) and
+removed ``service.json``.
 """
 
 from __future__ import annotations

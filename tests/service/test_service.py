@@ -87,7 +87,7 @@ def test_retried_post_duplicates_nothing(service: Service) -> None:
     sent = [event("acme", "s-retry", f"retry me {i}") for i in range(4)]
     with service.client() as client:
         first = write(client, "acme", sent)
-        again = write(client, "acme", sent[1:] + [event("acme", "s-retry", "one more")])
+        again = write(client, "acme", [*sent[1:], event("acme", "s-retry", "one more")])
         assert again["written"][:3] == first["written"][1:]  # the first write's offsets
         both = first["position"] + "." + again["position"]
         rows = records(client, "acme", both, session="s-retry")
