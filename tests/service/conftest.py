@@ -9,11 +9,8 @@ removed ``service.json``.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +21,7 @@ import httpx
 import pytest
 
 from memstack.infra.topics import ensure_topics
-from memstack.jobs.run import worker_env
+from memstack.jobs.service import spawn_service
 from memstack.settings import Settings
 from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
 
@@ -47,30 +44,13 @@ class Service:
         return self.log.read_text(errors="replace")[-4000:]
 
 
-def start_service(settings: Settings, log: Path, *extra: str,
-                  timeout_s: float = 180.0) -> Service:
-    env = worker_env(settings) | {"MEMSTACK_SEAL": "1", "MEMSTACK_API_KEYS": ",".join([
+def start_service(settings: Settings, log: Path, *extra: str) -> Service:
+    env = {"MEMSTACK_SEAL": "1", "MEMSTACK_API_KEYS_FILE": "", "MEMSTACK_API_KEYS": ",".join([
         f"{KEYS['acme']}:acme", f"{KEYS['other']}:other",
         f"{KEYS['acme-read']}:acme:read", f"{KEYS['acme-write']}:acme:write"])}
-    env.pop("MEMSTACK_API_KEYS_FILE", None)
-    argv = [sys.executable, "-m", "memstack.cli", "serve", "--port", "0", "--within", "0.05",
-            "--after-timeout", "60", *extra]
-    with log.open("ab") as out:
-        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=out)
-    path = settings.home / "service.json"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"memstack serve exited {process.returncode}:\n"
-                                 + log.read_text(errors="replace")[-4000:])
-        if path.exists():
-            url = json.loads(path.read_text())["url"]
-            return Service(url, settings, process, log)
-        time.sleep(0.2)
-    process.kill()
-    raise AssertionError("memstack serve did not announce itself:\n"
-                         + log.read_text(errors="replace")[-4000:])
+    process, url = spawn_service(settings, log, "--within", "0.05", "--after-timeout", "60",
+                                 *extra, env=env)
+    return Service(url, settings, process, log)
 
 
 def stop_service(service: Service, timeout_s: float = 60.0) -> int:

@@ -15,7 +15,6 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 import pytest
