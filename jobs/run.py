@@ -154,7 +154,11 @@ def run_live(settings: Settings, options: RunOptions) -> int:
     from memstack.pipelines.forgetting.live import pending_offsets
     from memstack.pipelines.log_reader import end_offsets
 
+    from memstack.infra.preflight import require_topics
+
     started = time.monotonic()
+    require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
+                                        settings.dlq_topic])
     try:
         ends = end_offsets(settings.bootstrap, settings.events_topic)
     except KafkaError as exc:
