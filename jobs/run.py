@@ -150,11 +150,10 @@ def quiet_libraries(verbose: bool) -> None:
 
 def run_live(settings: Settings, options: RunOptions) -> int:
     """Run the live worker until stopped; 0 on a clean stop, 1 when a batch failed."""
+    from memstack.infra.preflight import require_topics
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.pipelines.forgetting.live import pending_offsets
     from memstack.pipelines.log_reader import end_offsets
-
-    from memstack.infra.preflight import require_topics
 
     started = time.monotonic()
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
