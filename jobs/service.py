@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
     from memstack.pipelines.faust_app import LiveApp
     from memstack.pipelines.projector import StoreProjector
+    from memstack.pipelines.service.changes import ChangeFeed
     from memstack.pipelines.service.live import LiveService
+    from memstack.pipelines.service.watch import AppliedWatch
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ def _http_service(server: _Server, on_listening: Any) -> type:
 
 def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
                   client: Any, base: StoreProjector) -> LiveService:
-    from memstack.pipelines.service.changes import ChangeFeed, changes_of
+    from memstack.pipelines.service.changes import ChangeFeed
     from memstack.pipelines.service.forgets import ForgetDesk
     from memstack.pipelines.service.gate import ReadWriteGate
     from memstack.pipelines.service.live import LiveService
@@ -126,6 +128,18 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
     desk = ForgetDesk(client, base.stores.directory, settings.home / "forget",
                       forgetting.ledger.get)
 
+    _hook(live, feed, watch, applied)
+    live.exclusive = gate.writing
+    return LiveService(watch, gate, feed, writer, desk,
+                       WriteLimits(options.max_events, options.max_bytes),
+                       options.after_timeout_s)
+
+
+def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
+          applied: Callable[[], Position]) -> None:
+    """After each commit and each forget: publish the changes, wake the after= readers."""
+    from memstack.pipelines.service.changes import changes_of
+
     def committed(plan: Any) -> None:
         feed.publish(changes_of(plan.mutations), applied())
         watch.notify()
@@ -140,10 +154,6 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
 
     live.on_committed.append(committed)
     live.on_forgot.append(forgot)
-    live.exclusive = gate.writing
-    return LiveService(watch, gate, feed, writer, desk,
-                       WriteLimits(options.max_events, options.max_bytes),
-                       options.after_timeout_s)
 
 
 def _stored_lookup(base: StoreProjector, gate: Any, started: datetime) -> Any:
