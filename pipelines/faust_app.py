@@ -331,6 +331,7 @@ def run_worker(live: LiveApp, loglevel: str = "WARNING") -> int:
     """Run the Faust worker until SIGINT/SIGTERM (or caught up); 0 when it stopped cleanly."""
     worker = faust.Worker(live.app, loglevel=loglevel, quiet=True, redirect_stdouts=False,
                           override_logging=False, workdir=str(Path(live.settings.home)))
+    worker.spinner = None  # its terminal escapes (ESC[?25h) would land in logs and --json output
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:

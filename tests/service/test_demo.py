@@ -19,6 +19,7 @@ def test_demo_walks_through_write_read_forget(service_settings: Settings) -> Non
                           env=worker_env(service_settings), capture_output=True, text=True,
                           timeout=500)
     assert done.returncode == 0, done.stdout + done.stderr
+    print(done.stdout)
     out = done.stdout
     for step in ("1. starting the memory service", "2. the agent writes 10 events",
                  "3. it reads its own writes", "4. it forgets one observation", "5. stopped"):
@@ -28,4 +29,6 @@ def test_demo_walks_through_write_read_forget(service_settings: Settings) -> Non
     assert "the forgotten observation is gone" in out
     assert "audit passed" in out and "exited 0" in out
     assert "\x1b" not in out + done.stderr
+    serve_log = (service_settings.home / "demo-serve.log").read_text()
+    assert "\x1b" not in serve_log and "GroupCoordinatorNotAvailable" not in serve_log
     assert " INFO " not in done.stderr and "ERROR" not in done.stderr, done.stderr
