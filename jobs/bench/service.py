@@ -21,6 +21,7 @@ ingest <= 10 ms).
 
 from __future__ import annotations
 
+import os
 import signal
 import statistics
 import threading
@@ -142,7 +143,8 @@ def _measure(settings: Settings, burst: int, paced: int, report: Report) -> Resu
     from memstack.jobs.service import spawn_service
 
     log = settings.home / "serve.log"
-    child, url = spawn_service(settings, log, "--after-timeout", "300",
+    extra = os.environ.get("MEMSTACK_BENCH_SERVE_ARGS", "").split()
+    child, url = spawn_service(settings, log, "--after-timeout", "300", *extra,
                                env={"MEMSTACK_API_KEYS": f"{KEY}:{TENANT}"})
     report("service at %s (log %s)", url, log)
     try:

@@ -4,6 +4,10 @@ Batches commit while reads run (DuckDB cursors, Lance versions), but a forget cl
 stores, rewrites their files and reopens them; reads must not run meanwhile. Readers hold the
 gate shared for one query; the forget waits for them to finish and, while it waits, no new
 reader enters (writer preference, so 4 busy readers cannot starve a forget).
+
+The gate also bounds how many reads run at once (``max_readers``): the worker's store thread
+shares the interpreter lock and the cores with the readers, and every reader beyond a few
+takes its share from ingest without answering faster (docs/service.md, measured).
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from contextlib import contextmanager
 
 
 class ReadWriteGate:
-    """Many readers or one writer; a waiting writer blocks new readers."""
+    """Up to ``max_readers`` readers or one writer; a waiting writer blocks new readers."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_readers: int = 1 << 20) -> None:
+        self._max_readers = max_readers
         self._cond = threading.Condition()
         self._readers = 0
         self._writing = False
@@ -25,7 +30,7 @@ class ReadWriteGate:
     @contextmanager
     def reading(self) -> Iterator[None]:
         with self._cond:
-            while self._writing or self._writers_waiting:
+            while self._writing or self._writers_waiting or self._readers >= self._max_readers:
                 self._cond.wait()
             self._readers += 1
         try:
@@ -33,8 +38,7 @@ class ReadWriteGate:
         finally:
             with self._cond:
                 self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
+                self._cond.notify_all()
 
     @contextmanager
     def writing(self) -> Iterator[None]:
