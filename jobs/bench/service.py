@@ -13,7 +13,8 @@ Events are posted over HTTP in batches of 64 (distinct texts, a fact every 8th) 
 - ``http_events_per_s``: posted events / time until the broker acknowledged the last POST
   (the HTTP write path alone, during the phase without readers);
 - ``write_to_read_p50_s`` / ``_p99_s``: one event per POST at half the alone rate; time from
-  the POST until a read with ``after=`` its token returns it.
+  the POST until a read with ``after=`` its token returns it;
+- ``facts_p50_ms_idle`` / ``search_p50_ms_idle``: the 4 readers for 3 s with no ingest.
 
 ``ratio`` = with readers / alone (goal >= 0.8; write_to_read p99 <= 1.5 s; facts p50 under
 ingest <= 10 ms).
@@ -124,6 +125,19 @@ def write_to_read(client: httpx.Client, sample: list[str], rate: float) -> list[
         return [f.result() for f in futures]
 
 
+def _readers_alone(client: httpx.Client, seconds: float) -> tuple[float, float]:
+    """Facts and search p50 (ms) of the 4 readers with nothing ingested meanwhile."""
+    readers = Readers(client)
+    threads = [threading.Thread(target=readers.loop, args=(n,)) for n in range(READERS)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    readers.stop.set()
+    for t in threads:
+        t.join()
+    return statistics.median(readers.facts_ms), statistics.median(readers.search_ms)
+
+
 def run(quick: bool, report: Report) -> Result:
     from memstack.infra.topics import ensure_topics
 
@@ -167,6 +181,8 @@ def _phases(client: httpx.Client, burst: int, paced: int, report: Report) -> Res
         offset = 96 + phase * burst
         return [_event(offset + i, sample[offset + i]) for i in range(burst)]
 
+    idle = _readers_alone(client, 3.0)
+    report("4 readers, no ingest: facts p50 %.1f ms, search p50 %.1f ms", *idle)
     alone_1, http_1 = ingest(client, events(0))
     report("alone: %.1f events/s applied, %.1f events/s acknowledged", alone_1, http_1)
     readers = Readers(client)
@@ -199,6 +215,7 @@ def _phases(client: httpx.Client, burst: int, paced: int, report: Report) -> Res
         "facts_p50_ms_under_ingest": statistics.median(readers.facts_ms),
         "search_p50_ms_under_ingest": statistics.median(readers.search_ms),
         "reads_under_ingest": float(len(readers.facts_ms) + len(readers.search_ms)),
+        "facts_p50_ms_idle": idle[0], "search_p50_ms_idle": idle[1],
         "events": float(burst),
     }
     return Result("service", figures, ratio=with_readers / alone)

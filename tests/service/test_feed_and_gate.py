@@ -94,3 +94,26 @@ def _write(gate: ReadWriteGate, log: list[str]) -> None:
 def _read(gate: ReadWriteGate, log: list[str]) -> None:
     with gate.reading():
         log.append("read")
+
+
+def test_gate_bounds_concurrent_readers() -> None:
+    gate = ReadWriteGate(max_readers=2)
+    inside: list[int] = []
+    peak = [0]
+    lock = threading.Lock()
+
+    def read() -> None:
+        with gate.reading():
+            with lock:
+                inside.append(1)
+                peak[0] = max(peak[0], len(inside))
+            time.sleep(0.05)
+            with lock:
+                inside.pop()
+
+    threads = [threading.Thread(target=read) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert peak[0] == 2
