@@ -127,6 +127,9 @@ def _remote(args: argparse.Namespace, query: Any) -> dict[str, Any]:
         response = httpx.get(url, params=params, headers=headers, timeout=90.0)
     except httpx.HTTPError as exc:
         raise RemoteQueryError(f"cannot reach {args.url}: {exc}; is `memstack serve` up?") from exc
+    if response.status_code == 401:
+        raise RemoteQueryError(f"{url} needs an API key: pass --api-key or set MEMSTACK_API_KEY "
+                               "(create one with `memstack keys add --tenant T`)")
     if response.status_code != 200:
         raise RemoteQueryError(f"{url} answered {response.status_code}: {response.text}")
     data: dict[str, Any] = response.json()
