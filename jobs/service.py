@@ -58,7 +58,8 @@ class ServiceOptions:
     after_timeout_s: float = 30.0
     max_events: int = 1000
     max_bytes: int = 4 * 1024 * 1024
-    read_concurrency: int = 2
+    read_concurrency: int = 3
+    search_concurrency: int = 1
 
 
 def service_file(settings: Settings) -> Path:
@@ -122,7 +123,8 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
     def applied() -> Position:
         return Position(live.processor.applied_offsets(), forgetting.next_offsets)
 
-    gate, watch = ReadWriteGate(options.read_concurrency), AppliedWatch(applied)
+    gate = ReadWriteGate(options.read_concurrency, options.search_concurrency)
+    watch = AppliedWatch(applied)
     feed = ChangeFeed(Position(base.applied_offsets()))
     writer = EventWriter(client, settings.events_topic,
                          lookup=_stored_lookup(base, gate, datetime.now(UTC)))

@@ -151,8 +151,9 @@ class Reader:
     def run(self, query: Q) -> Any:
         state = self.request.app.state
         service: LiveService | None = state.service
-        gate: AbstractContextManager[None] = (service.gate.reading() if service is not None
-                                              else nullcontext())
+        heavy = query.op in ("search", "context")
+        gate: AbstractContextManager[None] = (service.gate.reading(heavy)
+                                              if service is not None else nullcontext())
         with gate:
             view = MemoryView(self.tenant, state.stores_provider(), encoder=state.encoder,
                               context_sources=state.context_sources)

@@ -35,8 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="events per write request at most (default 1000; 413 beyond)")
     p.add_argument("--max-bytes", type=int, default=4 * 1024 * 1024,
                    help="bytes per write request at most (default 4 MiB; 413 beyond)")
-    p.add_argument("--read-concurrency", type=int, default=2,
-                   help="queries answered at once (default 2; more take cores from ingest)")
+    p.add_argument("--read-concurrency", type=int, default=3,
+                   help="queries answered at once (default 3; more take cores from ingest)")
+    p.add_argument("--search-concurrency", type=int, default=1,
+                   help="of those, searches and contexts at once (default 1)")
     p.add_argument("--read-only", action="store_true",
                    help="no worker: serve reads over --stores, opened read-only")
     p.add_argument("--openapi", type=Path, metavar="PATH",
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     options = ServiceOptions(options_from(args), host=args.host, port=args.port,
                              after_timeout_s=args.after_timeout, max_events=args.max_events,
-                             max_bytes=args.max_bytes, read_concurrency=args.read_concurrency)
+                             max_bytes=args.max_bytes, read_concurrency=args.read_concurrency,
+                             search_concurrency=args.search_concurrency)
     return run_service(settings, options)
 
 

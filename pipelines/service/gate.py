@@ -20,24 +20,31 @@ from contextlib import contextmanager
 class ReadWriteGate:
     """Up to ``max_readers`` readers or one writer; a waiting writer blocks new readers."""
 
-    def __init__(self, max_readers: int = 1 << 20) -> None:
+    def __init__(self, max_readers: int = 1 << 20, max_heavy: int | None = None) -> None:
         self._max_readers = max_readers
+        self._max_heavy = max_readers if max_heavy is None else max_heavy
         self._cond = threading.Condition()
         self._readers = 0
+        self._heavy = 0
         self._writing = False
         self._writers_waiting = 0
 
     @contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self, heavy: bool = False) -> Iterator[None]:
+        """Hold the gate for one read; ``heavy`` reads (search, context) have a smaller bound,
+        so cheap reads (facts, records) do not queue behind them."""
         with self._cond:
-            while self._writing or self._writers_waiting or self._readers >= self._max_readers:
+            while (self._writing or self._writers_waiting or self._readers >= self._max_readers
+                   or (heavy and self._heavy >= self._max_heavy)):
                 self._cond.wait()
             self._readers += 1
+            self._heavy += heavy
         try:
             yield
         finally:
             with self._cond:
                 self._readers -= 1
+                self._heavy -= heavy
                 self._cond.notify_all()
 
     @contextmanager

@@ -117,3 +117,22 @@ def test_gate_bounds_concurrent_readers() -> None:
     for t in threads:
         t.join(5)
     assert peak[0] == 2
+
+
+def test_heavy_reads_have_their_own_bound() -> None:
+    gate = ReadWriteGate(max_readers=3, max_heavy=1)
+    log: list[str] = []
+    with gate.reading(heavy=True):
+        second = threading.Thread(target=lambda: _heavy(gate, log))
+        second.start()
+        time.sleep(0.1)
+        with gate.reading():  # a cheap read still enters
+            log.append("light")
+        assert log == ["light"]
+    second.join(2)
+    assert log == ["light", "heavy"]
+
+
+def _heavy(gate: ReadWriteGate, log: list[str]) -> None:
+    with gate.reading(heavy=True):
+        log.append("heavy")
