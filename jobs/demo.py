@@ -1,88 +1,113 @@
-"""The demo: emit a sample conversation, run the live pipeline, then ask memory as of time.
+"""The demo: memory as one live service, used by an agent over HTTP.
 
-1. emit ten events through the SDK (messages, a tool call and result, facts that change);
-2. read them back from the log: byte-identical, in session order;
-3. run the live worker until it has caught up (Faust -> DuckDB + LanceDB + session state);
-4. query the stores: records, facts as of different valid and known times, hybrid search.
+1. start ``memstack serve`` (the live worker and the HTTP API in one process);
+2. the agent writes a sample conversation over HTTP; the broker acknowledges every event;
+3. it reads its own writes at once (``after=`` the write's position): facts as of two valid
+   times, as known before the move was mentioned, and a hybrid search;
+4. it forgets one observation and reads after the forget's position: the item is gone, and
+   the forget's status shows the per-store audit;
+5. the service stops on SIGTERM and drains.
+
+Libraries stay quiet (their lines go to the service's log); ``-v`` shows the log's tail.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+import secrets
+import signal
+from typing import Any
 
-from memstack.client import MemoryClient
-from memstack.jobs.run import RunOptions, run_live
+import httpx
+
+from memstack.builders import Defaults, EventBuilder
 from memstack.jobs.sample import sample_conversation
-from memstack.operators.log import LogPosition
-from memstack.pipelines.log_reader import end_offsets, read_bounded
-from memstack.pipelines.stores.bundle import Stores
-from memstack.schemas.events import Event, parse_event
+from memstack.jobs.service import spawn_service
 from memstack.schemas.ids import uuid7
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 
+TENANT = "demo"
 
-def main(settings: Settings | None = None) -> int:
+
+def main(settings: Settings | None = None, verbose: bool = False) -> int:
     settings = settings or Settings.from_env()
-    session = f"demo-{uuid7().hex[:12]}"
-    events = _emit(settings, session)
-    logged = _read_back(settings, events)
-    if logged is None:
-        return 1
-    options = RunOptions(until_caught_up=True, within_s=0.1)
-    print(f"3. running the live pipeline until caught up (stores: {options.stores_dir(settings)})")
-    code = run_live(settings, options)
-    if code != 0:
-        print(f"   the live worker failed (exit {code}); see the log above")
-        return code
-    _query(settings, options, session, events, logged)
-    return 0
+    key = "demo-" + secrets.token_urlsafe(16)
+    log_path = settings.home / "demo-serve.log"
+    settings.home.mkdir(parents=True, exist_ok=True)
+    print("1. starting the memory service: the live worker and the HTTP API in one process")
+    child, url = spawn_service(settings, log_path, "--within", "0.1",
+                               env={"MEMSTACK_API_KEYS": f"{key}:{TENANT}", "MEMSTACK_SEAL": "1"})
+    print(f"   listening on {url} (API docs at {url}/docs; its log: {log_path})")
+    try:
+        with httpx.Client(base_url=f"{url}/v1/tenants/{TENANT}", timeout=120.0,
+                          headers={"Authorization": f"Bearer {key}"}) as agent:
+            _walkthrough(agent, f"demo-{uuid7().hex[:12]}")
+    finally:
+        child.send_signal(signal.SIGTERM)
+        code = child.wait(120)
+        if verbose:
+            print(log_path.read_text(errors="replace")[-3000:])
+    print(f"5. stopped the service with SIGTERM: it drained and exited {code}")
+    return code
 
 
-def _emit(settings: Settings, session: str) -> list[Event]:
-    print(f"1. emitting a sample conversation as session {session} to {settings.events_topic}")
-    with MemoryClient(tenant="demo", agent="planner", settings=settings) as client:
-        events = sample_conversation(client, session)
-        client.flush()
-    for e in events:
-        print(f"   sent {e.kind.value:<14} {e.event_id}  {(e.text() or '')[:60]}")
-    return events
+def _walkthrough(agent: httpx.Client, session: str) -> None:
+    builder = EventBuilder(Defaults(tenant=TENANT, agent="planner", source="demo"))
+    events = sample_conversation(builder, session)
+    print(f"2. the agent writes {len(events)} events of session {session} over HTTP")
+    body = _ok(agent.post("/events", json={"events": [e.model_dump(mode="json")
+                                                      for e in events]}))
+    for event, written in zip(events, body["written"], strict=True):
+        print(f"   written {event.kind.value:<14} p{written['partition']}@{written['offset']:<5}"
+              f" {(event.text() or '')[:56]}")
+    after = body["position"]
+    print(f"   the write answers a position token: {after}")
+
+    print("3. it reads its own writes at once, with after=<that token>")
+    for valid in ("2026-03-15", "2026-04-15"):
+        facts = _ok(agent.get("/facts", params={"after": after, "valid": valid,
+                                                 "subject": "user:ana", "relation": "lives_in"}))
+        print(f"   where does Ana live, valid {valid}: {_objects(facts)}")
+    move = body["written"][7]  # "Ana lives in Porto": known before it = offsets up to it
+    cut = f"{move['partition']}:{move['offset']}"
+    old = _ok(agent.get("/facts", params={"valid": "2026-04-15", "known": cut,
+                                          "subject": "user:ana", "relation": "lives_in"}))
+    print(f"   ... as known before the move was mentioned (known={cut}): {_objects(old)}")
+    hits = _ok(agent.get("/search", params={"after": after, "text": "does Ana have pets?",
+                                             "k": 2, "session": session}))["hits"]
+    for hit in hits:
+        print(f"   search 'does Ana have pets?' #{hit['rank']}: {hit['memory']['text'][:60]}")
+
+    cat = events[8]  # the observation about the cat
+    print(f"4. it forgets one observation ({cat.event_id}): '{cat.text()}'")
+    forgot = _ok(agent.post("/forget", json={"scope": {"type": "event",
+                                                       "event_id": cat.event_id},
+                                             "reason": "the user asked"}))
+    print(f"   request {forgot['request_id']}, position {forgot['position']}")
+    hits = _ok(agent.get("/search", params={"after": forgot["position"],
+                                             "text": "does Ana have pets?", "k": 3,
+                                             "session": session}))["hits"]
+    gone = all(h["memory"]["event_id"] != cat.event_id for h in hits)
+    print(f"   search after the forget: {[h['memory']['text'][:40] for h in hits]}")
+    print(f"   the forgotten observation is {'gone' if gone else 'STILL THERE'}")
+    status = _ok(agent.get(f"/forget/{forgot['request_id']}"))
+    audit = status.get("audit") or {}
+    print(f"   forget status: {status['status']}; audit "
+          f"{'passed' if audit.get('passed') else 'FAILED'} over "
+          f"{sorted(audit.get('stores', {}))} and the log (payload key destroyed)")
+    if not gone:
+        raise SystemExit(1)
 
 
-def _read_back(settings: Settings, events: list[Event]) -> dict[str, LogPosition] | None:
-    print("2. reading the new records back from the log")
-    ids = {e.event_id for e in events}
-    start = {p: max(0, end - 200) for p, end in end_offsets(
-        settings.bootstrap, settings.events_topic).items()}
-    back = [(r, parse_event(r.value)) for r in read_bounded(
-        settings.bootstrap, settings.events_topic, start=start) if r.value is not None]
-    mine = [(r, e) for r, e in back if e.event_id in ids]
-    same = [r.value for r, _ in mine] == [e.to_json() for e in events]
-    print(f"   {len(mine)}/{len(events)} events read back; byte-identical and in session order: "
-          f"{'yes' if same else 'NO'}")
-    return {e.event_id: r.position for r, e in mine} if same else None
+def _ok(response: httpx.Response) -> Any:
+    if response.status_code != 200:
+        raise SystemExit(f"the service answered {response.status_code}: {response.text}")
+    return response.json()
 
 
-def _query(settings: Settings, options: RunOptions, session: str, events: list[Event],
-           logged: dict[str, LogPosition]) -> None:
-    from memstack.view import MemoryView
+def _objects(answer: dict[str, Any]) -> list[str]:
+    return [f["object"] for f in answer["facts"]]
 
-    with Stores.open(options.stores_dir(settings), read_only=True) as stores:
-        view = MemoryView("demo", stores)
-        records = view.records(session)
-        print(f"4. {len(records)} raw records of the session in DuckDB, "
-              f"{stores.vectors.count()} memory rows in LanceDB (all sessions)")
-        for when in (datetime(2026, 3, 15, tzinfo=UTC), datetime(2026, 4, 15, tzinfo=UTC)):
-            facts = view.as_of(valid=when).facts(subject="user:ana", relation="lives_in")
-            print(f"   where does Ana live, valid {when:%Y-%m-%d}: {[f.object for f in facts]}")
-        move = logged[events[7].event_id]  # the log position of "Ana lives in Porto"
-        cut = {**end_offsets(settings.bootstrap, settings.events_topic),
-               move.partition: move.offset}  # known: everything before that event
-        old = view.as_of(valid=datetime(2026, 4, 15, tzinfo=UTC), known=cut)
-        print(f"   ... and as known before the move was mentioned: "
-              f"{[f.object for f in old.facts(subject='user:ana', relation='lives_in')]}")
-        for hit in view.search("a flat close to the market in Porto", k=3, session=session):
-            print(f"   search hit #{hit.rank} (fused {hit.score.fused:.4f}): "
-                  f"{hit.memory.text[:70]}")
+

@@ -141,20 +141,37 @@ def _live_forgetting(settings: Settings, directory: Path,
                           lambda fs: processor_for(settings, fs), on_reopen)
 
 
+TRANSIENT = ("GroupCoordinatorNotAvailable", "NotCoordinatorForGroup", "NodeNotReady")
+"""aiokafka logs these at ERROR while a fresh broker elects the group's coordinator; the
+client retries and goes on."""
+
+
+def _not_transient(record: logging.LogRecord) -> bool:
+    return not any(word in record.getMessage() for word in TRANSIENT)
+
+
 def quiet_libraries(verbose: bool) -> None:
-    """Faust, mode and the Kafka clients log every connection at INFO; keep memstack's lines."""
+    """Faust, mode and the Kafka clients log every connection at INFO; keep memstack's lines
+    (and drop aiokafka's transient coordinator errors at start)."""
     if not verbose:
         for name in NOISY_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
+        for name in ("aiokafka.consumer.group_coordinator", "aiokafka"):
+            logger = logging.getLogger(name)
+            if _not_transient not in logger.filters:
+                logger.addFilter(_not_transient)
 
 
 def run_live(settings: Settings, options: RunOptions) -> int:
     """Run the live worker until stopped; 0 on a clean stop, 1 when a batch failed."""
+    from memstack.infra.preflight import require_topics
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.pipelines.forgetting.live import pending_offsets
     from memstack.pipelines.log_reader import end_offsets
 
     started = time.monotonic()
+    require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
+                                        settings.dlq_topic])
     try:
         ends = end_offsets(settings.bootstrap, settings.events_topic)
     except KafkaError as exc:

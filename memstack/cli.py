@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("kafka", "aiokafka", "faust", "mode", "lancedb", "urllib3", "filelock"):
+    for noisy in ("kafka", "aiokafka", "faust", "mode", "lancedb", "urllib3", "filelock",
+                  "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         result: int = args.func(args)

@@ -17,6 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,8 +29,9 @@ from kafka import TopicPartition
 
 from memstack.operators.log import LogPosition
 from memstack.pipelines import dlq
-from memstack.pipelines.contracts import DeadLetter, Projector
+from memstack.pipelines.contracts import DeadLetter, Plan, Projector
 from memstack.pipelines.forgetting.live import LiveForgetting
+from memstack.pipelines.forgetting.processor import ForgetOutcome
 from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import LogRecord, end_offsets, open_consumer
@@ -101,6 +103,12 @@ class LiveApp:
     failure: BaseException | None = None
     caught_up: bool = False
     rebalances: set[asyncio.Future[None]] = field(default_factory=set)
+    on_committed: list[Callable[[Plan], None]] = field(default_factory=list)
+    """Called on the loop after each committed batch (the service's watch and change feed)."""
+    on_forgot: list[Callable[[ForgetOutcome | None], None]] = field(default_factory=list)
+    """Called on the loop after each forget record was handled (applied or skipped)."""
+    exclusive: Callable[[], AbstractContextManager[None]] | None = None
+    """Held while a forget closes and rewrites the stores (the service's readers wait)."""
     _last: tuple[float, int] = field(default=(0.0, 0))
 
     def request_stop(self, why: str) -> None:
@@ -180,9 +188,17 @@ def _declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
     ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
 
+    def apply(record: LogRecord) -> ForgetOutcome | None:
+        if live.exclusive is None:
+            return forgetting.apply(record)
+        with live.exclusive():
+            return forgetting.apply(record)
+
     async def forget(stream: StreamT[bytes]) -> None:
         async for event in stream.events():
-            await live.processor.on_store(forgetting.apply, record_of(event.message))
+            outcome = await live.processor.on_store(apply, record_of(event.message))
+            for hook in live.on_forgot:
+                hook(outcome)
 
     live.app.agent(ledger, name=f"{AGENT_NAME}-forget", concurrency=1)(forget)
 
@@ -209,13 +225,16 @@ def _declare_agent(live: LiveApp, events: faust.TopicT) -> None:
         async for batch in batches:
             records = [record_of(event.message) for event in _events(batch)]
             try:
-                await live.processor.process(records)
+                plan = await live.processor.process(records)
             except Exception as exc:
                 live.failure = exc
                 log.exception("projecting a batch of %d records failed; stopping the worker "
                               "(the stores keep their last committed batch)", len(records))
                 live.request_stop("a batch failed")
                 raise
+            if plan is not None:
+                for hook in live.on_committed:
+                    hook(plan)
 
     live.app.agent(events, name=AGENT_NAME, concurrency=1)(project)
 
@@ -312,6 +331,7 @@ def run_worker(live: LiveApp, loglevel: str = "WARNING") -> int:
     """Run the Faust worker until SIGINT/SIGTERM (or caught up); 0 when it stopped cleanly."""
     worker = faust.Worker(live.app, loglevel=loglevel, quiet=True, redirect_stdouts=False,
                           override_logging=False, workdir=str(Path(live.settings.home)))
+    worker.spinner = None  # its terminal escapes (ESC[?25h) would land in logs and --json output
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:

@@ -95,14 +95,20 @@ class LiveProcessor:
         self._next: dict[int, int] = {}
         self._probed: dict[int, tuple[int, int]] = {}
         self._sought_ahead: dict[int, int] = {}
+        self._between = asyncio.Lock()
+        """Held from a batch's prepare to its commit; :meth:`on_store` waits for it."""
         self.stats = LiveStats()
 
     async def _on_store(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._store_thread, fn, *args)
 
     async def on_store(self, fn: Callable[..., T], *args: object) -> T:
-        """Run ``fn`` on the thread that owns the stores, between batches (e.g. a forget)."""
-        return await self._on_store(fn, *args)
+        """Run ``fn`` on the thread that owns the stores, between batches (e.g. a forget):
+        never between a batch's prepare and its commit, whose plan was made on the stores and
+        the forget ledger as they were (a forget there would let the commit write back what
+        it just erased)."""
+        async with self._between:
+            return await self._on_store(fn, *args)
 
     async def load_offsets(self) -> dict[int, int]:
         """Read the applied offsets from the stores (the truth) into the processor."""
@@ -130,15 +136,16 @@ class LiveProcessor:
         kept = await self._continuous(records)
         if not kept:
             return None
-        plan = await self._on_store(self._projector.prepare, kept)
-        if plan.dead_letters:
-            await self._send(plan.dead_letters)
-            for letter in plan.dead_letters:
-                log.warning("dead letter %s:%d@%d: %s (%s)", letter.source_topic,
-                            letter.partition, letter.offset, letter.reason, letter.field)
-        await self._on_store(self._projector.commit, plan)
-        for partition, offset in plan.next_offsets.items():
-            self._next[partition] = max(self._next.get(partition, 0), offset)
+        async with self._between:
+            plan = await self._on_store(self._projector.prepare, kept)
+            if plan.dead_letters:
+                await self._send(plan.dead_letters)
+                for letter in plan.dead_letters:
+                    log.warning("dead letter %s:%d@%d: %s (%s)", letter.source_topic,
+                                letter.partition, letter.offset, letter.reason, letter.field)
+            await self._on_store(self._projector.commit, plan)
+            for partition, offset in plan.next_offsets.items():
+                self._next[partition] = max(self._next.get(partition, 0), offset)
         self.stats.applied += len(plan.events)
         self.stats.dead_letters += len(plan.dead_letters)
         self.stats.batches += 1

@@ -5,28 +5,36 @@ called per request), so it can be
 
 - mounted by the live worker, the one process that writes the DuckDB file, with a provider
   returning its open :class:`Stores` (reads run on their own cursors while batches commit), or
-- served standalone by ``memstack serve --stores DIR`` over stores no one writes (opened
-  read-only; for live stores serve a published snapshot, see docs/queries.md).
+- served standalone by ``memstack serve --read-only --stores DIR`` over stores no one writes.
+
+``memstack serve`` passes a :class:`LiveService` (``service=``): then the read routes accept
+``after=<position token>`` and wait for the stores to apply it, reads hold the stores' gate
+shared (a forget takes it alone), and the write, forget and change-feed routes are added
+(``memstack.pipelines.service.routes``).
 
 Every route is under ``/v1/tenants/{tenant}/`` and needs an API key (``Authorization: Bearer
-KEY`` or ``X-API-Key: KEY``) granted that tenant: no or unknown key -> 401, a key of another
-tenant -> 403. Routes mirror the CLI: ``facts``, ``history``, ``search``, ``records``,
-``context``.
+KEY`` or ``X-API-Key: KEY``) granted that tenant and the route's role (read, write, forget):
+no or unknown key -> 401, another tenant or a missing role -> 403. Read routes mirror the CLI:
+``facts``, ``history``, ``search``, ``records``, ``context``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.pipelines.service.watch import StoresBehindError
 from memstack.pipelines.stores.errors import StoreError
 from memstack.view.errors import TenantScopeError, ViewError
-from memstack.view.keys import ApiKeys
+from memstack.view.keys import ApiKeys, Grant
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute
@@ -41,6 +49,7 @@ from memstack.view.types import (
 
 if TYPE_CHECKING:
     from memstack.pipelines.embedding import Encoder
+    from memstack.pipelines.service.live import LiveService
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
 
@@ -57,6 +66,9 @@ Tenant = Annotated[str, Path(description="The tenant whose memory is read")]
 Valid = Annotated[str | None, Query(description="Valid time (RFC 3339, a date, or now)")]
 Known = Annotated[str | None, Query(
     description="Transaction time (RFC 3339 or now) or log position 'partition:next_offset,...'")]
+After = Annotated[str | None, Query(
+    description="A position token a write or forget returned: answer once the stores applied "
+                "it (504 when they do not within the service's timeout)")]
 Subject = Annotated[str | None, Query(description="Fact subject")]
 Relation = Annotated[str | None, Query(description="Fact relation")]
 Session = Annotated[str | None, Query(description="Session id")]
@@ -64,51 +76,106 @@ Session = Annotated[str | None, Query(description="Session id")]
 
 def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
                encoder: Encoder | None = None,
-               context_sources: Sequence[ContextSource] | None = None) -> FastAPI:
+               context_sources: Sequence[ContextSource] | None = None,
+               service: LiveService | None = None) -> FastAPI:
     """The app; ``keys`` default to :meth:`ApiKeys.from_env` (read once, here)."""
     grants = keys if keys is not None else ApiKeys.from_env()
     app = FastAPI(title="memstack", version=API_VERSION,
-                  description="As-of-time views over agent memory: what the agent knew, at "
-                              "that time, about that time.")
+                  description="Agent memory as one live service: write events, read them back "
+                              "as of any time (after= your own writes), forget, follow changes.")
     app.state.encoder = encoder
     app.state.grants = grants
     app.state.stores_provider = stores_provider
     app.state.context_sources = context_sources
+    app.state.service = service
     _routes(app)
+    if service is not None:
+        from memstack.pipelines.service.routes import add_service_routes
+
+        add_service_routes(app)
     _errors(app)
     app.get("/healthz", tags=["service"])(_health)
     return app
 
 
-def _memory(tenant: Tenant, request: Request,
-            bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-            header: Annotated[str | None, Depends(_header)]) -> MemoryView:
-    """The tenant's view, once the key is checked: 401 without a known key, 403 off-tenant."""
-    state = request.app.state
-    key = bearer.credentials if bearer is not None else header
-    tenants = None if not key else state.grants.tenants_of(key)
-    if tenants is None:
-        raise HTTPException(401, "missing or unknown API key",
-                            headers={"WWW-Authenticate": "Bearer"})
-    if tenant not in tenants:
-        log.warning("API key for %s asked for tenant %s", sorted(tenants), tenant)
-        raise HTTPException(403, f"this API key is not granted tenant {tenant!r}")
-    view = MemoryView(tenant, state.stores_provider(), encoder=state.encoder,
-                      context_sources=state.context_sources)
-    if state.encoder is None and _needs_encoder(request):
-        state.encoder = view.encoder  # loaded once, shared by later requests
-    return view
+def authorized(role: str) -> Callable[..., Grant]:
+    """A dependency: the key's grant, once it is known (401), granted the path's tenant and
+    ``role`` (403 naming what is missing)."""
+
+    def check(tenant: Tenant, request: Request,
+              bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+              header: Annotated[str | None, Depends(_header)]) -> Grant:
+        key = bearer.credentials if bearer is not None else header
+        grant: Grant | None = None if not key else request.app.state.grants.grant_of(key)
+        if grant is None:
+            raise HTTPException(401, "missing or unknown API key",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if tenant not in grant.tenants:
+            log.warning("API key for %s asked for tenant %s", sorted(grant.tenants), tenant)
+            raise HTTPException(403, f"this API key is not granted tenant {tenant!r}")
+        if role not in grant.roles:
+            raise HTTPException(403, f"this API key lacks the {role!r} role (it has "
+                                     f"{sorted(grant.roles)}); create one with `memstack keys "
+                                     f"add --tenant {tenant} --role {role}`")
+        return grant
+
+    return check
 
 
-View = Annotated[MemoryView, Depends(_memory)]
+async def caught_up(request: Request, after: After = None) -> Position | None:
+    """A dependency: wait until the stores applied ``after`` (422 malformed, 504 too slow)."""
+    if not after:
+        return None
+    service: LiveService | None = request.app.state.service
+    if service is None:
+        raise HTTPException(422, "after= needs the live service (`memstack serve`); this "
+                                 "server reads stores no one writes")
+    try:
+        wanted = Position.parse(after)
+    except InvalidPositionError as exc:
+        raise HTTPException(422, f"after: {exc}") from exc
+    try:
+        return await service.watch.wait(wanted, service.after_timeout_s)
+    except StoresBehindError as exc:
+        raise HTTPException(504, {"message": str(exc), "behind": exc.behind,
+                                  "applied": exc.applied.token}) from exc
 
 
-def _needs_encoder(request: Request) -> bool:
-    return request.url.path.endswith(("/search", "/context"))
+@dataclass(frozen=True)
+class Reader:
+    """One tenant's reads: each query opens a view on the current stores under the gate."""
+
+    tenant: str
+    request: Request
+
+    def run(self, query: Q) -> Any:
+        state = self.request.app.state
+        service: LiveService | None = state.service
+        heavy = query.op in ("search", "context")
+        gate: AbstractContextManager[None] = (service.gate.reading(heavy)
+                                              if service is not None else nullcontext())
+        with gate:
+            view = MemoryView(self.tenant, state.stores_provider(), encoder=state.encoder,
+                              context_sources=state.context_sources)
+            if state.encoder is None and query.op in ("search", "context"):
+                state.encoder = view.encoder  # loaded once, shared by later requests
+            return execute(view, query)
 
 
-def _health() -> dict[str, str]:
-    return {"status": "ok"}
+def _reader(tenant: Tenant, request: Request,
+            _grant: Annotated[Grant, Depends(authorized("read"))],
+            _after: Annotated[Position | None, Depends(caught_up)]) -> Reader:
+    return Reader(tenant, request)
+
+
+View = Annotated[Reader, Depends(_reader)]
+
+
+def _health(request: Request) -> dict[str, str]:
+    service: LiveService | None = request.app.state.service
+    if service is None:
+        return {"status": "ok"}
+    return {"status": "ok", "applied": service.watch.applied().token}
 
 
 def _routes(app: FastAPI) -> None:
@@ -118,13 +185,13 @@ def _routes(app: FastAPI) -> None:
     def facts(view: View, valid: Valid = None, known: Known = None, subject: Subject = None,
               relation: Relation = None) -> Any:
         """Fact values valid at ``valid`` as known at ``known`` (both default to now)."""
-        return execute(view, Q("facts", valid, known, subject=subject, relation=relation))
+        return view.run(Q("facts", valid, known, subject=subject, relation=relation))
 
     @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"])
     def history(view: View, subject: Annotated[str, Query(description="Fact subject")],
                 relation: Relation = None, valid: Valid = None, known: Known = None) -> Any:
         """Every version of a subject's facts with both intervals, as the timeline was known."""
-        return execute(view, Q("history", valid, known, subject=subject, relation=relation))
+        return view.run(Q("history", valid, known, subject=subject, relation=relation))
 
     @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"])
     def search(view: View, text: Annotated[str, Query(min_length=1)],
@@ -133,8 +200,8 @@ def _routes(app: FastAPI) -> None:
                subject: Subject = None, mode: SearchMode = "hybrid", valid: Valid = None,
                known: Known = None) -> Any:
         """Hybrid search (BM25 + vector, RRF) over the rows that answer as of; with provenance."""
-        return execute(view, Q("search", valid, known, subject=subject, text=text, k=k,
-                               kinds=tuple(kind or ()), session=session, mode=mode))
+        return view.run(Q("search", valid, known, subject=subject, text=text, k=k,
+                          kinds=tuple(kind or ()), session=session, mode=mode))
 
     @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"])
     def records(view: View, session: Session = None,
@@ -143,8 +210,8 @@ def _routes(app: FastAPI) -> None:
                 limit: Annotated[int | None, Query(ge=1)] = None, valid: Valid = None,
                 known: Known = None) -> Any:
         """Raw records in log order."""
-        return execute(view, Q("records", valid, known, session=session, start=start, end=end,
-                               limit=limit))
+        return view.run(Q("records", valid, known, session=session, start=start, end=end,
+                          limit=limit))
 
     @app.get(f"{prefix}/context", response_model=Context, tags=["query"])
     def context(view: View, text: Annotated[str, Query(min_length=1)],
@@ -152,8 +219,8 @@ def _routes(app: FastAPI) -> None:
                 session: Session = None, subject: Subject = None, valid: Valid = None,
                 known: Known = None) -> Any:
         """A prompt-ready context under a token budget, with provenance per item."""
-        return execute(view, Q("context", valid, known, subject=subject, text=text,
-                               session=session, budget_tokens=budget_tokens))
+        return view.run(Q("context", valid, known, subject=subject, text=text,
+                          session=session, budget_tokens=budget_tokens))
 
 
 def _errors(app: FastAPI) -> None:

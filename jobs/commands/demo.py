@@ -6,11 +6,14 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("demo", help="emit a sample conversation and show memory being built")
+    p = sub.add_parser("demo", help="start the service, write, read your writes, forget "
+                                    "(the broker must be up)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from memstack.jobs.demo import main
 
-    return main()
+    return main(verbose=logging.getLogger().isEnabledFor(logging.DEBUG))

@@ -48,8 +48,13 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     sent = 0
+    from memstack.infra.preflight import require_topics
+    from memstack.settings import Settings
+
+    settings = Settings.from_env()
+    require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic])
     # One client per (tenant, agent) pair is not needed: emit() takes whole events.
-    with MemoryClient(tenant="_cli", agent="_cli") as client:
+    with MemoryClient(tenant="_cli", agent="_cli", settings=settings) as client:
         pending = client.emit_many(events)
         client.flush()
         written = [p.get() for p in pending]

@@ -1,8 +1,9 @@
 """``memstack query facts|history|search|records|context``: as-of queries from the shell.
 
-Reads a stores directory read-only (default ``$MEMSTACK_HOME/stores/live``, or ``--stores``),
-or asks a running ``memstack serve`` (``--url``, key from ``--api-key`` or
-``$MEMSTACK_API_KEY``). Prints a table, or the service's JSON with ``--json``.
+Asks the running ``memstack serve`` (found through ``$MEMSTACK_HOME/service.json``, or
+``--url``; key from ``--api-key`` or ``$MEMSTACK_API_KEY``), else reads a stores directory
+read-only (``--stores``, default ``$MEMSTACK_HOME/stores/live``). ``--after TOKEN`` waits for a
+write's position (service only). Prints a table, or the JSON answer with ``--json``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--stores", type=Path, help="stores directory (read-only)")
     where.add_argument("--url", help="base URL of a running `memstack serve`")
-    p.add_argument("--api-key", help="API key for --url (default $MEMSTACK_API_KEY)")
+    p.add_argument("--api-key", help="API key for the service (default $MEMSTACK_API_KEY)")
+    p.add_argument("--after", help="a write's position token: answer once it is applied")
     p.add_argument("--json", action="store_true", help="print the JSON answer")
 
 
@@ -85,6 +87,14 @@ def query_of(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     query = query_of(args)
+    if not args.url and not args.stores:
+        from memstack.jobs.service import find_service
+        from memstack.settings import Settings
+
+        running = find_service(Settings.from_env())
+        args.url = running["url"] if running is not None else None
+    if args.after and not args.url:
+        raise RemoteQueryError("--after needs the running service (`memstack serve`, or --url)")
     data = _remote(args, query) if args.url else _local(args, query)
     if args.json:
         print(json.dumps(data, ensure_ascii=False))
@@ -113,9 +123,13 @@ def _remote(args: argparse.Namespace, query: Any) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = f"{args.url.rstrip('/')}/v1/tenants/{args.tenant}/{args.op}"
     try:
-        response = httpx.get(url, params=query.params(), headers=headers, timeout=60.0)
+        params = {**query.params(), **({"after": args.after} if args.after else {})}
+        response = httpx.get(url, params=params, headers=headers, timeout=90.0)
     except httpx.HTTPError as exc:
         raise RemoteQueryError(f"cannot reach {args.url}: {exc}; is `memstack serve` up?") from exc
+    if response.status_code == 401:
+        raise RemoteQueryError(f"{url} needs an API key: pass --api-key or set MEMSTACK_API_KEY "
+                               "(create one with `memstack keys add --tenant T`)")
     if response.status_code != 200:
         raise RemoteQueryError(f"{url} answered {response.status_code}: {response.text}")
     data: dict[str, Any] = response.json()

@@ -1,7 +1,7 @@
-"""``memstack serve``: the HTTP service over a stores directory no one writes (read-only).
+"""``memstack serve``: the live service (worker + HTTP API in one process, see docs/service.md).
 
-``--openapi PATH`` writes the OpenAPI spec and exits (docs/openapi.json is made this way).
-The live worker hosts the same app in-process instead: ``create_app(lambda: stores)``.
+``--read-only`` serves a stores directory no one writes (a rebuilt or copied one) without a
+worker; ``--openapi PATH`` writes the OpenAPI spec and exits (docs/openapi.json is made so).
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -17,11 +21,26 @@ DEFAULT_PORT = 8765
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("serve", help="serve as-of queries over HTTP (FastAPI)")
-    p.add_argument("--stores", type=Path,
-                   help="stores directory, opened read-only (default $MEMSTACK_HOME/stores/live)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    from memstack.jobs.run import add_arguments
+
+    p = sub.add_parser("serve", help="the live service: worker + HTTP API (reads, writes, "
+                                     "forgets, change feed)")
+    add_arguments(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to listen on (default loopback; 0.0.0.0 exposes it)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free one)")
+    p.add_argument("--after-timeout", type=float, default=30.0,
+                   help="seconds a read with after= waits before answering 504 (default 30)")
+    p.add_argument("--max-events", type=int, default=1000,
+                   help="events per write request at most (default 1000; 413 beyond)")
+    p.add_argument("--max-bytes", type=int, default=4 * 1024 * 1024,
+                   help="bytes per write request at most (default 4 MiB; 413 beyond)")
+    p.add_argument("--read-concurrency", type=int, default=3,
+                   help="queries answered at once (default 3; more take cores from ingest)")
+    p.add_argument("--search-concurrency", type=int, default=1,
+                   help="of those, searches and contexts at once (default 1)")
+    p.add_argument("--read-only", action="store_true",
+                   help="no worker: serve reads over --stores, opened read-only")
     p.add_argument("--openapi", type=Path, metavar="PATH",
                    help="write the OpenAPI spec to PATH and exit")
     p.set_defaults(func=run)
@@ -29,14 +48,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def openapi_text() -> str:
     """The service's OpenAPI spec as stable JSON text (what docs/openapi.json holds)."""
-    from memstack.pipelines.serve import create_app
-    from memstack.view.keys import ApiKeys
+    from memstack.jobs.service import openapi_app
 
-    def unused() -> object:
-        raise AssertionError("the spec needs no stores")
-
-    app = create_app(unused, keys=ApiKeys(()))  # type: ignore[arg-type]  # never called
-    return json.dumps(app.openapi(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(openapi_app().openapi(), indent=2, sort_keys=True,
+                      ensure_ascii=False) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,17 +59,33 @@ def run(args: argparse.Namespace) -> int:
         args.openapi.write_text(openapi_text(), encoding="utf-8")
         print(f"wrote {args.openapi}")
         return 0
+    from memstack.jobs.run import options_from, quiet_libraries
+    from memstack.settings import Settings
+
+    quiet_libraries(logging.getLogger().isEnabledFor(logging.DEBUG))
+    settings = Settings.from_env()
+    if args.read_only:
+        return _read_only(args, settings)
+    from memstack.jobs.service import ServiceOptions, run_service
+
+    options = ServiceOptions(options_from(args), host=args.host, port=args.port,
+                             after_timeout_s=args.after_timeout, max_events=args.max_events,
+                             max_bytes=args.max_bytes, read_concurrency=args.read_concurrency,
+                             search_concurrency=args.search_concurrency)
+    return run_service(settings, options)
+
+
+def _read_only(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from memstack.pipelines.serve import create_app
     from memstack.pipelines.stores.bundle import Stores, stores_dir
-    from memstack.settings import Settings
     from memstack.view.keys import ApiKeys
 
     keys = ApiKeys.from_env()  # fail before opening anything when no keys are configured
-    directory = args.stores or stores_dir(Settings.from_env())
+    directory = args.stores or stores_dir(settings)
     with Stores.open(directory, read_only=True) as stores:
         app = create_app(lambda: stores, keys=keys)
-        log.info("serving %s on http://%s:%d", directory, args.host, args.port)
+        log.info("serving %s read-only on http://%s:%d", directory, args.host, args.port)
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

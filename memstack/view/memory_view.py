@@ -30,6 +30,7 @@ from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, 
 
 if TYPE_CHECKING:
     from memstack.pipelines.embedding import Encoder
+    from memstack.pipelines.service.position import Position
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
     from memstack.view_recall import RecallAnswer, RecallReader
@@ -78,6 +79,17 @@ class MemoryView:
         self._sources = context_sources
         self._state = state
         self._recall = recall
+
+    def after(self, token: str, *, timeout_s: float = 30.0,
+              applied: Callable[[], Position] | None = None) -> MemoryView:
+        """This view, once the stores applied ``token`` (a position a write or forget returned;
+        ``applied`` gives the stores' position, default: the offsets DuckDB committed).
+        Raises ``StoresBehindError`` saying how far behind they are after ``timeout_s``."""
+        from memstack.view.after import stores_applied, wait_applied
+
+        wait_applied(applied or stores_applied(self.stores), token, timeout_s,
+                     knows_forgets=applied is not None)
+        return self
 
     def session_state(self, session: str) -> SessionStateView:
         """The session's recurrent state: ``.read(query_text, k)`` decodes the nearest items."""

@@ -169,3 +169,29 @@ def test_faust_message_becomes_log_record_with_the_log_time_in_millis() -> None:
 
 def test_broker_url() -> None:
     assert faust_broker_url("a:1,b:2") == "kafka://a:1;kafka://b:2"
+
+
+def test_a_forget_waits_for_the_batch_between_its_prepare_and_commit() -> None:
+    """A forget run on the store thread while a batch's dead letters are being sent must wait
+    for that batch's commit, or the commit would write back what the forget erased."""
+    h = Harness()
+    release = asyncio.Event()
+
+    async def slow_send(letters: list[DeadLetter]) -> None:
+        h.projector.calls.append("send")
+        await release.wait()
+
+    h.processor._send = slow_send
+
+    async def go() -> None:
+        await h.processor.load_offsets()
+        batch = asyncio.ensure_future(h.processor.process([rec(0, 0), rec(0, 1, b"bad")]))
+        await asyncio.sleep(0.05)  # the batch is prepared and waits on its dead letter
+        forget = asyncio.ensure_future(h.processor.on_store(h.projector.calls.append, "forget"))
+        await asyncio.sleep(0.05)
+        assert "forget" not in h.projector.calls
+        release.set()
+        await asyncio.gather(batch, forget)
+
+    asyncio.run(go())
+    assert h.projector.calls == ["prepare", "send", "commit", "forget"]

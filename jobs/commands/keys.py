@@ -1,0 +1,45 @@
+"""``memstack keys add | list``: API keys of the service, stored hashed (see docs/service.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("keys", help="API keys of `memstack serve`: add (prints the key once), "
+                                    "list")
+    actions = p.add_subparsers(dest="keys_command", metavar="ACTION")
+    actions.required = True
+    add = actions.add_parser("add", help="create a key; only its SHA-256 hash is stored")
+    add.add_argument("--tenant", action="append", required=True, help="repeatable")
+    add.add_argument("--role", action="append", choices=("read", "write", "forget"),
+                     help="repeatable (default: read)")
+    add.add_argument("--label", default="", help="a note stored beside the hash")
+    add.set_defaults(func=_add)
+    listing = actions.add_parser("list", help="the keys file's grants (hashes abbreviated)")
+    listing.set_defaults(func=_list)
+
+
+def _add(args: argparse.Namespace) -> int:
+    from memstack.view.keys import add_key, keys_file
+
+    path = keys_file()
+    key = add_key(path, args.tenant, args.role or ["read"], args.label)
+    print(key)
+    import sys
+
+    print(f"stored its hash in {path}; the key is shown only now", file=sys.stderr)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from memstack.view.keys import ApiKeys, keys_file
+
+    path = keys_file()
+    if not path.exists():
+        print(f"no keys file at {path}; create a key with `memstack keys add --tenant T`")
+        return 0
+    for grant in ApiKeys.parse(path.read_text(encoding="utf-8").splitlines(), str(path)).grants:
+        print(f"sha256:{grant.digest.hex()[:12]}…  tenants={','.join(sorted(grant.tenants))}  "
+              f"roles={','.join(sorted(grant.roles))}")
+    return 0

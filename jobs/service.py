@@ -1,0 +1,271 @@
+"""``memstack serve``: the live worker and the HTTP API in one process that owns the stores.
+
+The Faust worker and a uvicorn server share one asyncio loop: the server is a service of the
+Faust app, started once the worker is ready (its tables recovered) and stopped before it, so
+SIGTERM drains in order: no new requests, in-flight ones answered, the current batch committed,
+the stores closed. ``$MEMSTACK_HOME/service.json`` (url, pid) tells ``memstack query`` where
+the service listens; it is removed on exit. See docs/service.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+
+from memstack.errors import MemstackError
+from memstack.jobs.run import (
+    RunOptions,
+    _live_forgetting,
+    innermost,
+    open_projector,
+)
+from memstack.pipelines.service.position import Position
+from memstack.settings import Settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from memstack.pipelines.faust_app import LiveApp
+    from memstack.pipelines.projector import StoreProjector
+    from memstack.pipelines.service.changes import ChangeFeed
+    from memstack.pipelines.service.live import LiveService
+    from memstack.pipelines.service.watch import AppliedWatch
+
+log = logging.getLogger(__name__)
+
+SERVICE_FILE = "service.json"
+DEFAULT_PORT = 8765
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    run: RunOptions
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    after_timeout_s: float = 30.0
+    max_events: int = 1000
+    max_bytes: int = 4 * 1024 * 1024
+    read_concurrency: int = 3
+    search_concurrency: int = 1
+
+
+def service_file(settings: Settings) -> Path:
+    return settings.home / SERVICE_FILE
+
+
+def find_service(settings: Settings) -> dict[str, Any] | None:
+    """The running service's ``{"url", "pid"}`` from ``service.json`` (None: none running)."""
+    path = service_file(settings)
+    try:
+        found: dict[str, Any] = json.loads(path.read_text())
+        os.kill(int(found["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return found
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the Faust worker owns SIGINT/SIGTERM."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _http_service(server: _Server, on_listening: Any) -> type:
+    import mode
+
+    class HttpService(mode.Service):
+        serving: asyncio.Task[None] | None = None
+
+        async def on_start(self) -> None:
+            self.serving = asyncio.ensure_future(server.serve())
+            while not server.started:
+                if self.serving.done():
+                    self.serving.result()  # raises why the server did not start (port taken)
+                    raise RuntimeError("the HTTP server stopped while starting")
+                await asyncio.sleep(0.05)
+            on_listening(server)
+
+        async def on_stop(self) -> None:
+            server.should_exit = True
+            if self.serving is not None:
+                await self.serving
+
+    return HttpService
+
+
+def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
+                  client: Any, base: StoreProjector) -> LiveService:
+    from memstack.pipelines.service.changes import ChangeFeed
+    from memstack.pipelines.service.forgets import ForgetDesk
+    from memstack.pipelines.service.gate import ReadWriteGate
+    from memstack.pipelines.service.live import LiveService
+    from memstack.pipelines.service.watch import AppliedWatch
+    from memstack.pipelines.service.writes import EventWriter, WriteLimits
+
+    forgetting = live.forgetting
+    assert forgetting is not None
+
+    def applied() -> Position:
+        return Position(live.processor.applied_offsets(), forgetting.next_offsets)
+
+    gate = ReadWriteGate(options.read_concurrency, options.search_concurrency)
+    watch = AppliedWatch(applied)
+    feed = ChangeFeed(Position(base.applied_offsets()))
+    writer = EventWriter(client, settings.events_topic,
+                         lookup=_stored_lookup(base, gate, datetime.now(UTC)))
+    desk = ForgetDesk(client, base.stores.directory, settings.home / "forget",
+                      forgetting.ledger.get)
+
+    _hook(live, feed, watch, applied)
+    live.exclusive = gate.writing
+    return LiveService(watch, gate, feed, writer, desk,
+                       WriteLimits(options.max_events, options.max_bytes),
+                       options.after_timeout_s)
+
+
+def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
+          applied: Callable[[], Position]) -> None:
+    """After each commit and each forget: publish the changes, wake the after= readers."""
+    from memstack.pipelines.service.changes import changes_of
+
+    def committed(plan: Any) -> None:
+        feed.publish(changes_of(plan.mutations), applied())
+        watch.notify()
+
+    def forgot(outcome: Any) -> None:
+        if outcome is not None:
+            request = outcome.request
+            feed.publish([(request.tenant, "forgotten", {
+                "request_id": request.request_id, "scope": request.describe(),
+                "events": outcome.events, "audit_passed": outcome.audit.passed})], applied())
+        watch.notify()
+
+    live.on_committed.append(committed)
+    live.on_forgot.append(forgot)
+
+
+def _stored_lookup(base: StoreProjector, gate: Any, started: datetime) -> Any:
+    """Look an event id up in the stores only when it was made before the service started
+    (a retry across a restart); ids made later were seen by this process's writer."""
+    from memstack.pipelines.service.writes import WrittenEvent
+    from memstack.schemas.ids import uuid7_millis
+
+    horizon = int((started + timedelta(seconds=5)).timestamp() * 1000)
+
+    def lookup(event_id: str) -> WrittenEvent | None:
+        if uuid7_millis(event_id) > horizon:
+            return None
+        with gate.reading():
+            row = base.stores.events.record(event_id)
+        return None if row is None else WrittenEvent(row.event_id, row.partition, row.offset,
+                                                     row.tt)
+    return lookup
+
+
+def run_service(settings: Settings, options: ServiceOptions) -> int:
+    """Run worker + API until SIGTERM/SIGINT; 0 on a clean stop."""
+    from memstack.client import MemoryClient
+    from memstack.infra.preflight import require_topics
+    from memstack.pipelines.faust_app import build_live_app, run_worker
+    from memstack.pipelines.serve import create_app
+    from memstack.view.keys import ApiKeys
+
+    keys = ApiKeys.from_env()  # fail before starting anything when no keys are configured
+    require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
+                                        settings.dlq_topic])
+    directory = options.run.stores_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    projector, _ = open_projector(directory, settings, options.run.threads,
+                                  options.run.batch_max)
+    base = innermost(projector)
+    client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http")
+    try:
+        live = build_live_app(settings, options.run.live_config(), projector,
+                              forgetting=_live_forgetting(settings, directory, projector))
+        service = _live_service(settings, options, live, client, base)
+        app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service)
+        server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
+                                        log_level="warning", lifespan="off",
+                                        timeout_graceful_shutdown=10))
+        live.app.service(_http_service(server, _announce(settings, directory)))
+        code = run_worker(live)
+    finally:
+        service_file(settings).unlink(missing_ok=True)
+        client.close()
+        base.stores.close()
+    log.info("service stopped (exit %d): %d events applied", code,
+             live.processor.stats.applied)
+    return code
+
+
+def _announce(settings: Settings, directory: Path) -> Any:
+    def listening(server: _Server) -> None:
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        url = f"http://{host}:{port}"
+        path = service_file(settings)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "stores": str(directory),
+                                   "topic_prefix": settings.topic_prefix}))
+        os.replace(tmp, path)
+        log.info("memstack service ready at %s (stores %s); reads, writes and forgets over "
+                 "HTTP, docs at %s/docs", url, directory, url)
+    return listening
+
+
+def openapi_app() -> FastAPI:
+    """The service's app without stores or a worker (for the OpenAPI spec only)."""
+    from memstack.pipelines.serve import create_app
+    from memstack.pipelines.service.routes import add_service_routes
+    from memstack.view.keys import ApiKeys
+
+    def unused() -> Any:
+        raise AssertionError("the spec needs no stores")
+
+    app = create_app(unused, keys=ApiKeys(()))
+    add_service_routes(app)
+    return app
+
+
+def spawn_service(settings: Settings, log_path: Path, *extra: str,
+                  env: dict[str, str] | None = None,
+                  timeout_s: float = 180.0) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``memstack serve --port 0 [extra]`` as a child (tests, benchmarks) and wait until
+    it announced its URL in ``service.json``; its log goes to ``log_path``."""
+    from memstack.jobs.run import worker_env
+
+    path = service_file(settings)
+    path.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "memstack.cli", "serve", "--port", "0", *extra]
+    with log_path.open("ab") as out:
+        child = subprocess.Popen(argv, env={**worker_env(settings), **(env or {})},
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise ServiceStartError(f"memstack serve exited {child.returncode}:\n"
+                                    + log_path.read_text(errors="replace")[-3000:])
+        if path.exists():
+            return child, str(json.loads(path.read_text())["url"])
+        time.sleep(0.2)
+    child.kill()
+    raise ServiceStartError(f"memstack serve did not announce itself in {timeout_s:.0f} s:\n"
+                            + log_path.read_text(errors="replace")[-3000:])
+
+
+class ServiceStartError(MemstackError):
+    """``memstack serve`` did not come up; the message ends with its log."""

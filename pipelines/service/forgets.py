@@ -1,0 +1,90 @@
+"""Forget over HTTP: log a request, and answer its status with the per-store audit.
+
+A request is ``logged`` once the broker acknowledged it on ``<prefix>.forget``, ``applied`` once
+the worker erased it from the stores (they are in ``forget_applied.json`` of the stores
+directory), and ``audited`` once the processor's outcome with its audit was written under
+``$MEMSTACK_HOME/forget/<request_id>.json`` (ids and counts only, no forgotten content).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from memstack.builders import Defaults, EventBuilder
+from memstack.operators.forget import ForgetRequest
+from memstack.pipelines.forgetting.bundle import APPLIED_FILE
+from memstack.pipelines.service.position import Position
+from memstack.pipelines.service.writes import WriteRejectedError
+from memstack.schemas.errors import InvalidEventError
+from memstack.schemas.events import Event
+
+SOURCE = "memstack-http"
+
+
+class Emitter(Protocol):
+    def emit(self, event: Event | dict[str, Any]) -> Any: ...
+
+
+class ForgetDesk:
+    """Emits forget requests and answers their status."""
+
+    def __init__(self, emitter: Emitter, stores_dir: Path, outcomes_dir: Path,
+                 ledger_get: Callable[[str], ForgetRequest | None]) -> None:
+        self._emitter = emitter
+        self._stores_dir = stores_dir
+        self._outcomes = outcomes_dir
+        self._ledger_get = ledger_get
+        self._posted: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def request(self, tenant: str, body: Any, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Log ``{"scope": {...}, "reason": "..."}`` for ``tenant`` (blocking); the answer has
+        the request id and the position after it."""
+        if not isinstance(body, dict) or not isinstance(body.get("scope"), dict):
+            raise WriteRejectedError(422, "body: expected {\"scope\": {\"type\": ...}, "
+                                          "\"reason\": \"...\"}")
+        builder = EventBuilder(Defaults(tenant=tenant, agent=SOURCE, source=SOURCE))
+        try:
+            event = builder.forget(body["scope"], reason=body.get("reason"))
+        except InvalidEventError as exc:
+            raise WriteRejectedError(422, f"{exc.field}: {exc.rule}") from exc
+        written = self._emitter.emit(event).get(timeout=timeout_s)
+        position = Position(forgets={written.partition: written.offset + 1})
+        with self._lock:
+            self._posted[event.event_id] = tenant
+        return {"request_id": event.event_id, "position": position.token}
+
+    def status(self, tenant: str, request_id: str) -> dict[str, Any] | None:
+        """The request's status and audit; None when ``tenant`` has no such request."""
+        request = self._ledger_get(request_id)
+        with self._lock:
+            posted = self._posted.get(request_id)
+        owner = request.tenant if request is not None else posted
+        if owner != tenant:
+            return None
+        outcome = self._outcome(request_id)
+        applied = request_id in self._applied()
+        status = "audited" if applied and outcome is not None else (
+            "applied" if applied else "logged")
+        return {"request_id": request_id, "status": status,
+                "scope": request.describe() if request is not None else None,
+                "audit": outcome}
+
+    def _applied(self) -> set[str]:
+        path = self._stores_dir / APPLIED_FILE
+        try:
+            return set(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return set()
+
+    def _outcome(self, request_id: str) -> dict[str, Any] | None:
+        path = self._outcomes / f"{request_id}.json"
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data

@@ -1,0 +1,27 @@
+"""What the HTTP app needs of the live worker it runs beside (``create_app(service=...)``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memstack.pipelines.service.changes import ChangeFeed
+from memstack.pipelines.service.forgets import ForgetDesk
+from memstack.pipelines.service.gate import ReadWriteGate
+from memstack.pipelines.service.watch import AppliedWatch
+from memstack.pipelines.service.writes import EventWriter, WriteLimits
+
+DEFAULT_AFTER_TIMEOUT_S = 30.0
+
+
+@dataclass
+class LiveService:
+    """The worker's applied position, its stores gate, the change feed, writes and forgets."""
+
+    watch: AppliedWatch
+    gate: ReadWriteGate
+    feed: ChangeFeed
+    writer: EventWriter
+    forgets: ForgetDesk
+    limits: WriteLimits = field(default_factory=WriteLimits)
+    after_timeout_s: float = DEFAULT_AFTER_TIMEOUT_S
+    """How long a read with ``after=`` waits before answering 504."""

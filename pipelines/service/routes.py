@@ -1,0 +1,142 @@
+"""The live service's write side: events, forgets, forget status and the change feed.
+
+``POST /v1/tenants/{tenant}/events`` (role write), ``POST .../forget`` (role forget),
+``GET .../forget/{request_id}`` and ``GET .../changes`` (role read). See docs/service.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from memstack.pipelines.serve import Tenant, authorized
+from memstack.pipelines.service.changes import FeedGoneError
+from memstack.pipelines.service.live import LiveService
+from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.pipelines.service.writes import WriteRejectedError, parse_events
+from memstack.view.keys import Grant
+
+log = logging.getLogger(__name__)
+
+
+class WrittenOut(BaseModel):
+    event_id: str
+    partition: int
+    offset: int
+    log_time: str
+
+
+class WriteAnswer(BaseModel):
+    written: list[WrittenOut]
+    position: str = Field(description="Pass as after= to read these writes")
+
+
+class ForgetBody(BaseModel):
+    scope: dict[str, Any] = Field(description="{\"type\": \"event|session|subject|tenant|"
+                                              "fact\", ...} as in schemas/event.v1.json")
+    reason: str | None = None
+
+
+class ForgetAnswer(BaseModel):
+    request_id: str
+    position: str = Field(description="Pass as after=: reads then never return the content")
+
+
+class ForgetStatus(BaseModel):
+    request_id: str
+    status: str = Field(description="logged, applied or audited")
+    scope: str | None = None
+    audit: dict[str, Any] | None = Field(None, description="per-store counts and the audit")
+
+
+def _service(request: Request) -> LiveService:
+    service: LiveService = request.app.state.service
+    return service
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"the body has {declared} bytes; the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, f"the body passed the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def add_service_routes(app: FastAPI) -> None:
+    prefix = "/v1/tenants/{tenant}"
+
+    @app.post(f"{prefix}/events", response_model=WriteAnswer, tags=["write"],
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                  "schema": {"type": "object", "required": ["events"], "properties": {
+                      "events": {"type": "array", "items": {"type": "object"}}}}}}}})
+    async def write_events(tenant: Tenant, request: Request,
+                           _grant: Annotated[Grant, Depends(authorized("write"))]) -> Any:
+        """Write events (the JSON of schemas/event.v1.json); answers once the broker
+        acknowledged every one. All-or-nothing validation; retries are idempotent by id."""
+        service = _service(request)
+        try:
+            events = parse_events(await _body(request, service.limits.max_bytes), tenant,
+                                  service.limits)
+        except WriteRejectedError as exc:
+            raise HTTPException(exc.status, exc.detail) from exc
+        written = await run_in_threadpool(service.writer.write, events)
+        position = Position(events=_next_offsets((w.partition, w.offset) for w in written))
+        return {"written": [w.to_json() for w in written], "position": position.token}
+
+    @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"])
+    async def forget(tenant: Tenant, body: ForgetBody, request: Request,
+                     _grant: Annotated[Grant, Depends(authorized("forget"))]) -> Any:
+        """Log a forget request; ``after=`` its position, no read returns the content."""
+        try:
+            return await run_in_threadpool(_service(request).forgets.request, tenant,
+                                           body.model_dump())
+        except WriteRejectedError as exc:
+            raise HTTPException(exc.status, exc.detail) from exc
+
+    @app.get(f"{prefix}/forget/{{request_id}}", response_model=ForgetStatus, tags=["write"])
+    def forget_status(tenant: Tenant, request_id: str, request: Request,
+                      _grant: Annotated[Grant, Depends(authorized("read"))]) -> Any:
+        """A forget request's status (logged, applied, audited) and its per-store audit."""
+        status = _service(request).forgets.status(tenant, request_id)
+        if status is None:
+            raise HTTPException(404, f"tenant {tenant!r} has no forget request {request_id!r}")
+        return status
+
+    @app.get(f"{prefix}/changes", tags=["feed"], response_class=StreamingResponse)
+    async def changes(tenant: Tenant, request: Request,
+                      _grant: Annotated[Grant, Depends(authorized("read"))],
+                      from_: Annotated[str | None, Query(alias="from", description=(
+                          "a position token (a change's id): changes after it; default: "
+                          "from now on"))] = None) -> StreamingResponse:
+        """Server-sent events: each committed change of the tenant (memory_added,
+        fact_version_opened, fact_version_closed, forgotten); the event id is a position."""
+        feed = _service(request).feed
+        token = from_ or request.headers.get("last-event-id")
+        try:
+            since = Position.parse(token) if token else None
+            if since is not None:
+                feed.check_from(since)
+        except InvalidPositionError as exc:
+            raise HTTPException(422, f"from: {exc}") from exc
+        except FeedGoneError as exc:
+            raise HTTPException(410, str(exc)) from exc
+        return StreamingResponse(feed.follow(tenant, since), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+
+def _next_offsets(pairs: Any) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for partition, offset in pairs:
+        out[partition] = max(out.get(partition, 0), offset + 1)
+    return out

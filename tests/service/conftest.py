@@ -1,0 +1,106 @@
+"""The live service under test: ``memstack serve`` as a child process on a real broker.
+
+One service per test module (starting it loads the model and joins the consumer group, ~10-20
+s): its own topics, stores and home, a free port, keys for two tenants with every role, one
+read-only key and one write-only key; payloads sealed (``MEMSTACK_SEAL=1``) so a forget shreds
+the log too. Stopped with SIGTERM at the end; the test then checks it drained (exit 0) and
+removed ``service.json``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memstack.infra.topics import ensure_topics
+from memstack.jobs.service import spawn_service
+from memstack.settings import Settings
+from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
+
+KEYS = {"acme": "acme-key-all-0001", "other": "other-key-all-001",
+        "acme-read": "acme-key-read-001", "acme-write": "acme-key-write-01"}
+
+
+@dataclass
+class Service:
+    url: str
+    settings: Settings
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def client(self, who: str = "acme") -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60.0,
+                            headers={"Authorization": f"Bearer {KEYS[who]}"})
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+def start_service(settings: Settings, log: Path, *extra: str) -> Service:
+    env = {"MEMSTACK_SEAL": "1", "MEMSTACK_API_KEYS_FILE": "", "MEMSTACK_API_KEYS": ",".join([
+        f"{KEYS['acme']}:acme", f"{KEYS['other']}:other",
+        f"{KEYS['acme-read']}:acme:read", f"{KEYS['acme-write']}:acme:write"])}
+    process, url = spawn_service(settings, log, "--within", "0.05", "--after-timeout", "60",
+                                 *extra, env=env)
+    return Service(url, settings, process, log)
+
+
+def stop_service(service: Service, timeout_s: float = 60.0) -> int:
+    service.process.send_signal(signal.SIGTERM)
+    try:
+        return service.process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        service.process.kill()
+        raise
+
+
+@pytest.fixture(scope="module")
+def service_settings(kafka: KafkaUnderTest,
+                     tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    prefix = f"t-svc-{uuid.uuid4().hex[:10]}"
+    ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
+    return Settings(home=tmp_path_factory.mktemp("svc-home"), kafka_port=kafka.port,
+                    controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
+                    topic_prefix=prefix, partitions=TEST_PARTITIONS)
+
+
+@pytest.fixture(scope="module")
+def service(service_settings: Settings,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    log = tmp_path_factory.mktemp("svc-log") / "serve.log"
+    running = start_service(service_settings, log)
+    try:
+        yield running
+    finally:
+        code = stop_service(running)
+        assert code == 0, running.log_tail()
+        assert not (service_settings.home / "service.json").exists()
+
+
+def event(tenant: str, session: str, text: str, **extra: Any) -> dict[str, Any]:
+    """One message event as the documented JSON."""
+    from memstack.schemas.ids import uuid7
+
+    return {"event_id": str(uuid7()), "tenant": tenant, "agent": "tester", "session": session,
+            "kind": "message", "occurred_at": "2026-11-30T12:00:00Z",
+            "provenance": {"source": "test", "authority": "agent"},
+            "payload": {"role": "user", "text": text}, **extra}
+
+
+def fact(tenant: str, subject: str, relation: str, obj: str) -> dict[str, Any]:
+    from memstack.schemas.ids import uuid7
+
+    return {"event_id": str(uuid7()), "tenant": tenant, "agent": "tester", "session": "facts",
+            "kind": "fact_asserted", "occurred_at": "2026-11-30T12:00:00Z",
+            "subject": subject, "provenance": {"source": "test", "authority": "agent"},
+            "payload": {"relation": relation, "object": obj}}
+
+

@@ -1,0 +1,15 @@
+"""The service benchmark's event generator: valid events, facts every 8th, distinct ids."""
+
+from __future__ import annotations
+
+from memstack.jobs.bench.service import TENANT, _event
+from memstack.schemas.events import EventKind, validate_event
+
+
+def test_bench_events_are_valid_and_mixed() -> None:
+    events = [validate_event(_event(i, f"text {i}")) for i in range(32)]
+    assert {e.tenant for e in events} == {TENANT}
+    assert [e.kind for e in events].count(EventKind.FACT_ASSERTED) == 4
+    assert len({e.event_id for e in events}) == 32
+    assert all(e.text() == f"text {i}" for i, e in enumerate(events)
+               if e.kind is EventKind.MESSAGE)
