@@ -198,7 +198,8 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
         live = build_live_app(settings, options.run.live_config(), projector,
                               forgetting=_live_forgetting(settings, directory, projector))
         service = _live_service(settings, options, live, client, base)
-        app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service)
+        app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service,
+                         mcp_host=options.host)
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
                                         log_level="warning", lifespan="off",
                                         timeout_graceful_shutdown=10))

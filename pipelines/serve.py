@@ -77,8 +77,12 @@ Session = Annotated[str | None, Query(description="Session id")]
 def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
                encoder: Encoder | None = None,
                context_sources: Sequence[ContextSource] | None = None,
-               service: LiveService | None = None) -> FastAPI:
-    """The app; ``keys`` default to :meth:`ApiKeys.from_env` (read once, here)."""
+               service: LiveService | None = None, mcp_host: str = "127.0.0.1") -> FastAPI:
+    """The app; ``keys`` default to :meth:`ApiKeys.from_env` (read once, here).
+
+    The MCP server is mounted at ``/mcp`` (docs/mcp.md); ``mcp_host`` is the host the service
+    listens on (loopback hosts get the SDK's DNS-rebinding protection).
+    """
     grants = keys if keys is not None else ApiKeys.from_env()
     app = FastAPI(title="memstack", version=API_VERSION,
                   description="Agent memory as one live service: write events, read them back "
@@ -95,7 +99,15 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
         add_service_routes(app)
     _errors(app)
     app.get("/healthz", tags=["service"])(_health)
+    _mount_mcp(app, grants, mcp_host)
     return app
+
+
+def _mount_mcp(app: FastAPI, grants: ApiKeys, host: str) -> None:
+    """MCP over streamable HTTP at ``/mcp``; the tenant comes from the request's API key."""
+    from memstack.mcp.http import mount_mcp
+
+    mount_mcp(app, grants.tenants_of, host=host)
 
 
 def authorized(role: str) -> Callable[..., Grant]:

@@ -1,4 +1,8 @@
-"""The README's Python examples run against the real broker, so the docs cannot rot."""
+"""The README's Python examples run against the real broker, so the docs cannot rot.
+
+An example that uses ``MemoryService`` runs against ``memstack serve`` started on the test's
+topics and home (the client finds it through ``service.json``).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from memstack.pipelines.log_reader import read_bounded
-from memstack.schemas.events import parse_event
+from memstack.schemas.sealed import parse_record
 from memstack.settings import Settings
+from tests.service.conftest import KEYS, start_service, stop_service
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -23,13 +28,21 @@ def test_readme_has_an_example() -> None:
 
 
 @pytest.mark.parametrize("block", python_blocks())
-def test_readme_example_runs(block: str, topics: Settings,
+def test_readme_example_runs(block: str, topics: Settings, tmp_path: Path,
                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSTACK_BOOTSTRAP", topics.bootstrap)
     monkeypatch.setenv("MEMSTACK_TOPIC_PREFIX", topics.topic_prefix)
     monkeypatch.setenv("MEMSTACK_HOME", str(topics.home))
-    exec(compile(block, str(README), "exec"), {})
-    events = [parse_event(r.value or b"") for r in read_bounded(topics.bootstrap,
-                                                                 topics.events_topic)]
+    if "MemoryService" in block:
+        monkeypatch.setenv("MEMSTACK_API_KEY", KEYS["acme"])
+        service = start_service(topics, tmp_path / "serve.log")
+        try:
+            exec(compile(block, str(README), "exec"), {})
+        finally:
+            assert stop_service(service) == 0, service.log_tail()
+    else:
+        exec(compile(block, str(README), "exec"), {})
+    events = [parse_record(r.value or b"") for r in read_bounded(topics.bootstrap,
+                                                                  topics.events_topic)]
     assert events, "the example emitted nothing"
     assert {e.tenant for e in events} == {"acme"}

@@ -17,7 +17,6 @@ import threading
 
 import pytest
 from mcp import ClientSession
-from tests.service.conftest import KEYS, Service
 
 from memstack.builders import Defaults, EventBuilder
 from memstack.jobs.run import worker_env
@@ -32,6 +31,7 @@ from memstack.service_types import (
     WriteReceipt,
 )
 from tests.mcp.driver import TOOLS, call, fails, over_http, over_stdio
+from tests.service.conftest import KEYS, Service
 
 
 def test_writes_are_read_back_after_their_receipt(service: Service) -> None:

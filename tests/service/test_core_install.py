@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.service.conftest import KEYS, Service
 
 ROOT = Path(__file__).resolve().parents[2]
