@@ -87,6 +87,9 @@ def describe(detail: Any) -> str:
             else:
                 parts.append(str(item))
         return "; ".join(parts)
+    if isinstance(detail, dict) and "message" in detail:  # e.g. a 504: how far behind
+        rest = {k: v for k, v in detail.items() if k != "message"}
+        return f"{detail['message']} {rest}" if rest else str(detail["message"])
     return str(detail)
 
 

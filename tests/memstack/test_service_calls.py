@@ -70,5 +70,7 @@ def test_status_codes_map_to_typed_errors_naming_the_field() -> None:
     error = error_for(422, detail, "POST /v1/tenants/acme/events")
     assert isinstance(error, InvalidRequestError) and error.status == 422
     assert "events.0.payload.role: Input should be 'user'" in str(error)
-    assert isinstance(error_for(504, "not caught up", "GET x"), NotCaughtUpError)
+    late = error_for(504, {"message": "stores behind", "behind": {"e0": 12}}, "GET x")
+    assert isinstance(late, NotCaughtUpError)
+    assert "stores behind {'behind': {'e0': 12}}" in str(late)
     assert isinstance(error_for(502, "bad gateway", "GET x"), ServerError)
