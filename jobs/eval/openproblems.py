@@ -17,7 +17,9 @@ one run:
    ``context()`` with and without their read-outs.
 
 Settings were chosen on the first two conversations (``--quick`` runs just those); every figure
-is also reported on the other eight alone (``_heldout``). ``--quick``: two conversations.
+is also reported on the other eight alone (``_heldout``). ``--quick``: two conversations, and
+the context with each read-out alone (``context_recall10_with_state`` / ``_with_weights``;
+the full run skips these ablations to save half an hour).
 """
 
 from __future__ import annotations
@@ -82,9 +84,13 @@ def run(quick: bool, report: Report) -> Result:
     for name, config in STATES.items():
         found, curves[name] = state_figures(name, config, data, report)
         figures |= found
-    recalls = context_eval.measure(data, learners, cache, STATES["shipped"], report)
+    recalls = context_eval.measure(data, learners, cache, STATES["shipped"], report,
+                                   ablations=quick)
+    tuned_questions = sum(len(s.asked) for s in data[:TUNE_CONVERSATIONS])
     for name, values in recalls.items():
         figures[f"context_recall10_{name}"] = float(np.mean(values))
+        if len(values) > tuned_questions:
+            figures[f"context_recall10_{name}_heldout"] = float(np.mean(values[tuned_questions:]))
     figures["context_budget_tokens"] = float(context_eval.BUDGET)
     plots = [plot_state(curves, report), plot_weights(figures, report)]
     return Result("eval openproblems", figures, plots=plots)

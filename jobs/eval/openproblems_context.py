@@ -99,11 +99,11 @@ def state_snapshot(stores: Stores, session: str, config: StateConfig) -> bytes:
 
 
 def measure(data: Sequence[Stream], learners: Mapping[str, RidgeLearner], encoder: Encoder,
-            config: StateConfig, report: Report) -> dict[str, list[float]]:
-    """Per question, the evidence recall of ``context()`` without and with the read-outs."""
+            config: StateConfig, report: Report, *, ablations: bool = True
+            ) -> dict[str, list[float]]:
+    """Per question, the evidence recall of ``context()`` without and with the read-outs (and,
+    with ``ablations``, with each read-out alone)."""
     events, cites = events_of([s.conversation for s in data])
-    out: dict[str, list[float]] = {"with": [], "without": [], "with_state": [],
-                                   "with_weights": []}
     with stores_from_log(events, encoder, report) as stores:
         snaps = {session_key(TENANT, s.name): state_snapshot(stores, s.name, config)
                  for s in data}
@@ -113,6 +113,9 @@ def measure(data: Sequence[Stream], learners: Mapping[str, RidgeLearner], encode
         variants: dict[str, list[ContextSource]] = {
             "without": default_sources(), "with": default_sources([state, weights]),
             "with_state": default_sources([state]), "with_weights": default_sources([weights])}
+        if not ablations:
+            variants = {k: v for k, v in variants.items() if k in ("with", "without")}
+        out: dict[str, list[float]] = {name: [] for name in variants}
         views = {name: MemoryView(TENANT, stores, encoder=encoder, context_sources=sources)
                  for name, sources in variants.items()}
         for s in data:
