@@ -10,7 +10,7 @@ Ray actor streamed (:class:`~memstack.view_recall.RecalledTurns`).
 
 For every question, ``context(question, BUDGET, session=conversation)`` is assembled twice:
 ``without`` = the default sources, ``with`` = the default sources plus the state (share 0.15)
-and the weights (share 0.1), the defaults shrinking to leave them room. Recall = the share of
+and the weights (share 0.25), the defaults shrinking to leave them room. Recall = the share of
 the question's evidence turns among the turns the context's items stand for (a note counts as
 the turns it cites, as in ``eval locomo``). ``BUDGET`` = 512 tokens holds about ten turns.
 """
