@@ -51,7 +51,7 @@ class StateConfig:
     """Fixed parameters of a session state; part of every snapshot."""
 
     dim: int = 128
-    gamma_per_hour: float = 0.995
+    gamma_per_hour: float = 0.999
     lam: float = 1e-3
     seed: int = 0
     centre: bool = True

@@ -128,7 +128,8 @@ def _remote(args: argparse.Namespace, query: Any) -> dict[str, Any]:
     except httpx.HTTPError as exc:
         raise RemoteQueryError(f"cannot reach {args.url}: {exc}; is `memstack serve` up?") from exc
     if response.status_code == 401:
-        raise RemoteQueryError(f"{url} needs an API key: pass --api-key or set MEMSTACK_API_KEY "
+        raise RemoteQueryError(f"{url} answered 401, no known API key: pass --api-key or set "
+                               "MEMSTACK_API_KEY "
                                "(create one with `memstack keys add --tenant T`)")
     if response.status_code != 200:
         raise RemoteQueryError(f"{url} answered {response.status_code}: {response.text}")

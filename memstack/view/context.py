@@ -3,9 +3,9 @@
 A context is built from :class:`ContextSource` s, each contributing ranked
 :class:`ContextItem` s with provenance. The defaults are ``facts`` (current facts about the
 subjects in play), ``relevant`` (hybrid search hits) and ``recent`` (the session's last turns).
-Other stores plug in by adding a source (the session state read-out and consolidated recall
-are meant to arrive this way): pass ``context_sources=[*default_sources(), MySource()]`` to
-:class:`memstack.view.MemoryView`.
+Other stores plug in by adding a source: ``default_sources(extra=[MySource()])``. A
+:class:`memstack.view.MemoryView` given a session-state reader (``state=``) or a recall reader
+(``recall=``) adds their read-outs (``state``, ``recall``) this way by default.
 
 Budget: each source first gets its ``share`` of the budget (items in its own order, an item is
 taken only when it fits whole); what is left is then filled in source order. Items seen by an
@@ -128,8 +128,13 @@ def _item(source: str, text: str, event_id: str, session: str, row: object,
     return ContextItem(source, text, 0, event_id, session, occurred, known, score)
 
 
-def default_sources() -> list[ContextSource]:
-    return [CurrentFacts(), RelevantRecords(), RecentTurns()]
+def default_sources(extra: Sequence[ContextSource] = ()) -> list[ContextSource]:
+    """``facts``, ``relevant``, ``recent``, then ``extra`` (the read-outs of the session state
+    and the consolidated weights, when they run). Each extra keeps its own share; the three
+    defaults shrink in proportion to leave it room (docs/session-state.md measures the effect)."""
+    room = max(0.0, 1.0 - sum(s.share for s in extra))
+    return [CurrentFacts(share=0.2 * room), RelevantRecords(share=0.5 * room),
+            RecentTurns(share=0.3 * room), *extra]
 
 
 def assemble(view: AsOfView, request: ContextRequest,

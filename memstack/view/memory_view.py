@@ -118,8 +118,21 @@ class MemoryView:
         if self._sources is None:
             from memstack.view.context import default_sources
 
-            self._sources = default_sources()
+            self._sources = default_sources(self._memory_sources())
         return self._sources
+
+    def _memory_sources(self) -> list[ContextSource]:
+        """The read-outs of the session state and the consolidated weights, when given."""
+        extra: list[ContextSource] = []
+        if self._state is not None:
+            from memstack.view_state import SessionStateSource
+
+            extra.append(SessionStateSource(self._state))
+        if self._recall is not None:
+            from memstack.view_recall import RecalledFacts
+
+            extra.append(RecalledFacts(self._recall))
+        return extra
 
     def as_of(self, valid: datetime | str | None = None,
               known: datetime | LogCut | dict[int, int] | str | None = None) -> AsOfView:

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
 from kafka import TopicPartition
 
-from memstack.operators.consolidation import LearnerConfig
+from memstack.operators.consolidation import LearnerConfig, RidgeLearner
 from memstack.pipelines.consolidation.bank import LearnerBank
 from memstack.pipelines.consolidation.checkpoints import CheckpointStore, group_name
 from memstack.pipelines.consolidation.feed import FeedRecord
@@ -233,6 +235,29 @@ class BankApplier:
 
     def digests(self) -> dict[str, str]:
         return self.bank.digests()
+
+    def predict(self, shard: str, cues: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+        """``W φ(cue)`` of ``shard``'s learner for ``[B, dim_in]`` cues (closed-book read)."""
+        learner = self._learner(shard)
+        out: npt.NDArray[np.float64] = learner.predict(torch.from_numpy(cues)).cpu().numpy()
+        return out
+
+    def weights(self, shard: str) -> npt.NDArray[np.float64]:
+        """``W = (A + λI)⁻¹ C`` of ``shard``'s learner as of now."""
+        out: npt.NDArray[np.float64] = self._learner(shard).weights().cpu().numpy()
+        return out
+
+    def snapshot(self, shard: str) -> bytes:
+        """``shard``'s learner as checkpoint bytes (``checkpoint.restore`` reads them)."""
+        from memstack.operators.consolidation import checkpoint
+
+        return checkpoint.snapshot(self._learner(shard), {"shard": shard})
+
+    def _learner(self, shard: str) -> RidgeLearner:
+        learner = self.bank.learners.get(shard)
+        if learner is None:
+            raise KeyError(f"no learner for shard {shard!r}: nothing was written to it")
+        return learner
 
     def threads(self) -> int:
         """Torch's intra-op threads here (Ray sets OMP_NUM_THREADS to the actor's num_cpus)."""

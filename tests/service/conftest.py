@@ -1,10 +1,10 @@
 """The live service under test: ``memstack serve`` as a child process on a real broker.
 
-One service per test module (starting it loads the model and joins the consumer group, ~10-20
-s): its own topics, stores and home, a free port, keys for two tenants with every role, one
-read-only key and one write-only key; payloads sealed (``MEMSTACK_SEAL=1``) so a forget shreds
-the log too. Stopped with SIGTERM at the end; the test then checks it drained (exit 0) and
-removed ``service.json``.
+One service for the package's tests (starting it loads the model and joins the consumer group,
+~10-20 s; tests use their own sessions and subjects): its own topics, stores and home, a free
+port, keys for two tenants with every role, one read-only key and one write-only key; payloads
+sealed (``MEMSTACK_SEAL=1``) so a forget shreds the log too. Stopped with SIGTERM at the end;
+the fixture then checks it drained (exit 0) and removed ``service.json``.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ def stop_service(service: Service, timeout_s: float = 60.0) -> int:
         raise
 
 
-@pytest.fixture(scope="module")
-def service_settings(kafka: KafkaUnderTest,
-                     tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def fresh_settings(kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """A new topic prefix with memstack's topics, and a new home."""
     prefix = f"t-svc-{uuid.uuid4().hex[:10]}"
     ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
     return Settings(home=tmp_path_factory.mktemp("svc-home"), kafka_port=kafka.port,
@@ -72,7 +71,13 @@ def service_settings(kafka: KafkaUnderTest,
                     topic_prefix=prefix, partitions=TEST_PARTITIONS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
+def service_settings(kafka: KafkaUnderTest,
+                     tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return fresh_settings(kafka, tmp_path_factory)
+
+
+@pytest.fixture(scope="package")
 def service(service_settings: Settings,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     log = tmp_path_factory.mktemp("svc-log") / "serve.log"

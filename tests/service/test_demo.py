@@ -9,12 +9,15 @@ import sys
 import pytest
 
 from memstack.jobs.run import worker_env
-from memstack.settings import Settings
+from tests.conftest import KafkaUnderTest
+from tests.service.conftest import fresh_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def test_demo_walks_through_write_read_forget(service_settings: Settings) -> None:
+def test_demo_walks_through_write_read_forget(kafka: KafkaUnderTest,
+                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    service_settings = fresh_settings(kafka, tmp_path_factory)  # its own home and service
     done = subprocess.run([sys.executable, "-m", "memstack.cli", "demo"],
                           env=worker_env(service_settings), capture_output=True, text=True,
                           timeout=500)

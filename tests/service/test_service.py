@@ -125,15 +125,19 @@ def test_change_feed_streams_commits(service: Service) -> None:
     got: list[dict[str, Any]] = []
     ready = threading.Event()
 
+    start = httpx.get(f"{service.url}/healthz").json()["applied"]  # follow from here on
+
     def follow() -> None:
         with service.client() as client, client.stream(
-                "GET", "/v1/tenants/acme/changes", timeout=60.0) as stream:
+                "GET", "/v1/tenants/acme/changes", params={"from": start},
+                timeout=60.0) as stream:
             ready.set()
             for line in stream.iter_lines():
                 if line.startswith("data: "):
                     got.append(json.loads(line[6:]))
-                    if {"fact_version_closed", "fact_version_opened"} <= {
-                            c["type"] for c in got if c.get("subject") == "user:bo"}:
+                    seen = {(c["type"], c.get("object")) for c in got}
+                    if {("fact_version_opened", "Braga"), ("fact_version_closed", "Porto")
+                        } <= seen:
                         return
 
     follower = threading.Thread(target=follow, daemon=True)
@@ -141,15 +145,17 @@ def test_change_feed_streams_commits(service: Service) -> None:
     assert ready.wait(30)
     with service.client() as client, service.client("other") as other:
         write(other, "other", [event("other", "s-feed", "not for acme's feed")])
-        write(client, "acme", [event("acme", "s-feed", "feed me"),
-                               fact("acme", "user:bo", "lives_in", "Porto")])
+        first = write(client, "acme", [event("acme", "s-feed", "feed me"),
+                                       fact("acme", "user:bo", "lives_in", "Porto")])
+        records(client, "acme", first["position"])  # Porto committed: Braga's batch closes it
         write(client, "acme", [fact("acme", "user:bo", "lives_in", "Braga")])
     follower.join(60)
     types = [c["type"] for c in got]
-    assert "memory_added" in types and "fact_version_opened" in types, types
-    assert "fact_version_closed" in types
-    opened = [c for c in got if c["type"] == "fact_version_opened"]
-    assert opened[-1]["object"] == "Braga" and opened[-1]["tt_to"] is None
+    assert "memory_added" in types and "fact_version_opened" in types, got
+    closed = [c for c in got if c["type"] == "fact_version_closed"]
+    assert any(c["object"] == "Porto" and c["tt_to"] is not None for c in closed), got
+    braga = [c for c in got if c["type"] == "fact_version_opened" and c["object"] == "Braga"]
+    assert braga and braga[0]["tt_to"] is None and braga[0]["subject"] == "user:bo"
     assert all(c["tenant"] == "acme" for c in got)
     assert any(c.get("text") == "feed me" for c in got)
 
