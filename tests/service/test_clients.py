@@ -1,4 +1,4 @@
-"""The clients of the live service (``memstack serve``), one service for the module.
+"""The clients of the live service (``memstack serve``, the package's shared one).
 
 ``MemoryService`` / ``AsyncMemoryService``: writes built by the shared event builder are read
 back with ``after=`` the receipt; refusals arrive as typed errors with the service's detail; a
