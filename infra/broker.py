@@ -109,7 +109,7 @@ class KafkaBroker:
         self._write_config()
         if self.is_formatted():
             return False
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         cmd = [*self._java_cmd("kafka.tools.StorageTool", heap="256m"), "format",
                "--ignore-formatted", "-t", cluster_id, "-c", str(self.data_dir / CONFIG_FILE)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -271,3 +271,12 @@ def _wait_exit(pid: int, timeout_s: float) -> bool:
             return True
         time.sleep(0.1)
     return not _is_broker_process(pid)
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id (URL-safe base64 of a UUID) that does not start with ``-``: the
+    storage tool's argument parser reads such an id as an option ("expected one argument")."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
