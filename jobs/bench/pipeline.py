@@ -42,6 +42,7 @@ import numpy as np
 
 from memstack.builders import Defaults, EventBuilder
 from memstack.jobs.bench.workload import mix, texts_of
+from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.log_reader import LogRecord
@@ -68,6 +69,8 @@ class Timed:
     changed: threading.Condition = field(default_factory=threading.Condition)
     batches: list[tuple[int, float]] = field(default_factory=list)
     """(events, commit seconds) per committed batch."""
+    prepare_s: list[float] = field(default_factory=list)
+    """Seconds of each ``prepare`` (parsing, embedding)."""
 
     @property
     def encoder(self) -> object:
@@ -80,7 +83,10 @@ class Timed:
         return offsets
 
     def prepare(self, records: list[LogRecord]) -> Plan:
-        return self.inner.prepare(records)
+        started = time.perf_counter()
+        plan = self.inner.prepare(records)
+        self.prepare_s.append(time.perf_counter() - started)
+        return plan
 
     def commit(self, plan: Plan) -> None:
         started = time.perf_counter()
@@ -147,17 +153,6 @@ class MaintenanceLog(logging.Handler):
         logger.setLevel(self._level)
 
 
-def ensure_broker(settings: Settings, report: Report) -> None:
-    from memstack.infra.broker import KafkaBroker
-    from memstack.infra.net import can_connect
-
-    host, port = settings.bootstrap.rsplit(",", 1)[0].rsplit(":", 1)
-    if can_connect(host, int(port)):
-        return
-    report("no broker at %s; starting one in %s", settings.bootstrap, settings.kafka_dir)
-    KafkaBroker(settings.kafka_dir, settings.kafka_port, settings.controller_port).start(120)
-
-
 @dataclass(frozen=True)
 class Workload:
     """The events of each phase, built before anything is timed."""
@@ -177,18 +172,17 @@ class Workload:
 
 
 def run(quick: bool, report: Report) -> Result:
-    from memstack.infra.topics import ensure_topics
+    from memstack.infra.topics import topic_specs
 
     base = Settings.from_env()
-    ensure_broker(base, report)
     burst, paced = (600, 200) if quick else (5000, 3000)
     with TemporaryDirectory(prefix="memstack-bench-") as home:
-        settings = base.with_(home=Path(home), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}")
-        names = ensure_topics(settings.bootstrap, settings.topic_prefix, settings.partitions)
-        try:
-            return _measure(settings, Workload.build(burst, paced), report)
-        finally:
-            _delete(settings, names)
+        wanted = base.with_(home=Path(home), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}")
+        with broker_for(wanted) as settings:  # a broker started here is stopped at the end
+            try:
+                return _measure(settings, Workload.build(burst, paced), report)
+            finally:
+                _delete(settings, [t.name for t in topic_specs(settings.topic_prefix)])
 
 
 def _embed_rates(encode: Callable[[list[str]], object], work: Workload) -> dict[int, float]:
@@ -278,6 +272,7 @@ def _drive(settings: Settings, timed: Timed, stop: Callable[[str], None], work: 
             passes = maintenance.passes
             started = time.time()
             timed.batches.clear()
+            timed.prepare_s.clear()
             client.emit_many(work.burst)
             client.flush()
             ids = _ids(work.burst)
@@ -287,9 +282,10 @@ def _drive(settings: Settings, timed: Timed, stop: Callable[[str], None], work: 
                                                  - passes)
             sizes = [n for n, _ in timed.batches]
             report("pipeline: %d events emit -> visible in %.1f s: %.1f events/s; %d batches "
-                   "of %.1f events, commit (embed + Lance + DuckDB) %.1f s in all; %d Lance "
-                   "maintenance passes", len(work.burst), done - started, outcome["pipeline"],
-                   len(sizes), np.mean(sizes), sum(t for _, t in timed.batches),
+                   "of %.1f events, prepare (parse, embed) %.1f s, commit (Lance, DuckDB) "
+                   "%.1f s in all; %d Lance maintenance passes", len(work.burst),
+                   done - started, outcome["pipeline"], len(sizes), np.mean(sizes),
+                   sum(timed.prepare_s), sum(t for _, t in timed.batches),
                    outcome["maintenance_burst"])
             passes = maintenance.passes
             _paced(client, timed, outcome, work.paced, outcome["pipeline"] / 2, report)
