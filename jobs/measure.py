@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import sys
 import time
@@ -37,15 +38,17 @@ class Result:
     def to_json(self) -> str:
         body: dict[str, object] = {"name": self.name}
         if self.ratio is not None:
-            body["ratio"] = round(self.ratio, 4)
+            body["ratio"] = round(self.ratio, 4) if math.isfinite(self.ratio) else None
         body["figures"] = {k: _round(v) for k, v in self.figures.items()}
         body["plots"] = self.plots
-        return json.dumps(body, sort_keys=False)
+        return json.dumps(body, sort_keys=False, allow_nan=False)
 
 
-def _round(value: float) -> float:
-    """Six significant digits: keeps 8.85e-17 as such instead of rounding it to 0."""
-    return float(f"{float(value):.6g}")
+def _round(value: float) -> float | None:
+    """Six significant digits: keeps 8.85e-17 as such instead of rounding it to 0. NaN and
+    infinities (a crossover that never came) become null: strict JSON has no NaN."""
+    number = float(value)
+    return float(f"{number:.6g}") if math.isfinite(number) else None
 
 
 class Report:

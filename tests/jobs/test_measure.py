@@ -46,3 +46,9 @@ def test_result_json_is_one_line_and_keeps_small_magnitudes() -> None:
     body = json.loads(text)
     assert body["figures"] == {"tiny": 8.85e-17, "big": 123457000.0}
     assert "ratio" not in body
+
+
+def test_result_json_is_strict_json_without_nan() -> None:
+    body = json.loads(Result("r", {"never": float("nan"), "inf": float("inf")}, ratio=float(
+        "nan")).to_json().replace("NaN", "BROKEN"))
+    assert body["figures"] == {"never": None, "inf": None} and body["ratio"] is None
