@@ -47,3 +47,14 @@ def test_ingest_calls_cycle_sessions_and_texts() -> None:
     got = calls(130)
     assert len(got) == 130 and got[0][0] == "s0" and got[64][0] == "s0"
     assert len({text for _, _, text in got}) == 4
+
+
+def test_pipeline_phases_share_no_text_and_carry_forgets() -> None:
+    from memstack.jobs.bench.pipeline import Workload
+
+    work = Workload.build(1200, 600)
+    assert (len(work.warm), len(work.burst), len(work.paced)) == (100, 1200, 600)
+    phases = [set(texts_of(p)) for p in (work.warm, work.burst, work.paced)]
+    assert not (phases[0] & phases[1]) and not (phases[1] & phases[2])
+    assert not (phases[0] & phases[2])
+    assert sum(e.kind is EventKind.FORGET_REQUESTED for e in work.burst) == 2
