@@ -19,11 +19,14 @@ import pkgutil
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from memstack.jobs.measure import Report, Result
 
@@ -93,23 +96,49 @@ def parse_stdout(stdout: str) -> dict[str, object]:
 
 
 def run_one(argv: Sequence[str], command: str, timeout_s: float) -> Run:
-    """Run one measurement process (its stderr goes to ours) and check its stdout."""
+    """Run one measurement process and check its stdout. Its stderr is passed through to
+    ours line by line; the last line is kept to say why a failed run failed."""
     load = os.getloadavg()[0]
     began = time.monotonic()
-    try:
-        done = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=None, text=True,
-                              timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return Run(command, time.monotonic() - began, error=f"timed out after {timeout_s:.0f} s")
+    last: deque[str] = deque(maxlen=1)
+    out: list[str] = []
+    with subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as child:
+        readers = [threading.Thread(target=_relay, args=(child.stderr, last), daemon=True),
+                   threading.Thread(target=_collect, args=(child.stdout, out), daemon=True)]
+        for reader in readers:
+            reader.start()
+        try:
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return Run(command, time.monotonic() - began,
+                       error=f"timed out after {timeout_s:.0f} s")
+        for reader in readers:
+            reader.join(10)
+    stdout = "".join(out)
     run = Run(command, time.monotonic() - began, load=(load, os.getloadavg()[0]))
-    if done.returncode != 0:
-        run.error = f"exit status {done.returncode}"
+    if child.returncode != 0:
+        run.error = f"exit status {child.returncode}" + (f": {last[0]}" if last else "")
         return run
     try:
-        run.result = parse_stdout(done.stdout)
+        run.result = parse_stdout(stdout)
     except ValueError as exc:
         run.error = str(exc)
     return run
+
+
+def _collect(stream: IO[str] | None, out: list[str]) -> None:
+    out.append(stream.read() if stream is not None else "")
+
+
+def _relay(stream: IO[str] | None, last: deque[str]) -> None:
+    for line in stream or ():
+        sys.stderr.write(line)
+        if line.strip():
+            last.append(line.strip().replace("|", "/")[:160])
+    sys.stderr.flush()
 
 
 def headline(name: str, figures: dict[str, float]) -> str:

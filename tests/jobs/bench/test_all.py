@@ -45,8 +45,9 @@ def test_run_one_fails_a_process_that_writes_more_than_its_line() -> None:
     clean = run_one([sys.executable, "-c", "print('{\"ratio\": 0.9, \"figures\": {}}')"],
                     "clean", 60)
     assert clean.error is None and clean.result == {"ratio": 0.9, "figures": {}}
-    failed = run_one([sys.executable, "-c", "raise SystemExit(3)"], "failed", 60)
-    assert failed.error == "exit status 3"
+    failed = run_one([sys.executable, "-c", "raise SystemExit('no data | set X')"], "failed",
+                     60)
+    assert failed.error == "exit status 1: no data / set X"  # the reason, safe in a table
 
 
 def test_the_generated_section_replaces_only_itself() -> None:
