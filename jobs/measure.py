@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -35,15 +38,17 @@ class Result:
     def to_json(self) -> str:
         body: dict[str, object] = {"name": self.name}
         if self.ratio is not None:
-            body["ratio"] = round(self.ratio, 4)
+            body["ratio"] = round(self.ratio, 4) if math.isfinite(self.ratio) else None
         body["figures"] = {k: _round(v) for k, v in self.figures.items()}
         body["plots"] = self.plots
-        return json.dumps(body, sort_keys=False)
+        return json.dumps(body, sort_keys=False, allow_nan=False)
 
 
-def _round(value: float) -> float:
-    """Six significant digits: keeps 8.85e-17 as such instead of rounding it to 0."""
-    return float(f"{float(value):.6g}")
+def _round(value: float) -> float | None:
+    """Six significant digits: keeps 8.85e-17 as such instead of rounding it to 0. NaN and
+    infinities (a crossover that never came) become null: strict JSON has no NaN."""
+    number = float(value)
+    return float(f"{number:.6g}") if math.isfinite(number) else None
 
 
 class Report:
@@ -63,6 +68,27 @@ class Report:
         out = Path("out") / "plots"
         out.mkdir(parents=True, exist_ok=True)
         return out
+
+
+@contextmanager
+def json_stdout() -> Iterator[TextIO]:
+    """Send everything written to stdout to stderr, and yield a stream to the real stdout.
+
+    The redirection is done on file descriptor 1 itself, so it also catches what libraries
+    write behind Python's back: Faust's terminal escape on shutdown (``ESC[?25h``), the JVM of
+    PyFlink and Kafka (child processes inherit fd 1), C extensions. It is never undone: output
+    written later, at interpreter exit, goes to stderr too. Only what is written to the
+    yielded stream reaches the real stdout, so ``--json`` prints exactly one line.
+    """
+    sys.stdout.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    stream = os.fdopen(real, "w", encoding="utf-8")
+    try:
+        yield stream
+    finally:
+        stream.flush()
+        stream.close()
 
 
 class Measurement(Protocol):

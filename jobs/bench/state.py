@@ -3,11 +3,16 @@
 - capacity: recall@1 of stored items vs how many are stored, for the chosen dim and one
   smaller and one larger (random unit embeddings through the state's projection);
 - window: a fact is stated at turn 0 and asked after N more turns (10% of them other facts, the
-  rest chat). The state reads it back from the MiniLM embedding of "subject relation"; the window
-  holds the most recent turns in as many UTF-8 bytes as the state's sums, and recalls the fact if
-  its turn is still inside;
+  rest chat). The state reads it back from the MiniLM embedding of "subject relation". Two
+  windows of as many UTF-8 bytes as the state's sums: the plain window holds the most recent
+  turns (its recall beyond its reach is 0 by construction, so it only fixes the crossover);
+  the facts window holds the most recent FACT turns only (an oracle filter that drops all
+  chat: the most useful items a byte-matched window could hold), and recalls the fact if its
+  turn is still inside. ``*_recall_far`` compares them on the sessions whose fact fell out of
+  the plain window;
 - throughput: the in-place arena (:class:`StateArena`) on micro-batches of many sessions, and
-  the ratio to a bare ``torch.baddbmm`` of the same shape (the limit): the headline ``ratio``.
+  the ratio to a bare ``torch.baddbmm`` of the same shape into a reused output buffer (the
+  limit; the arena reuses its buffers too): the headline ``ratio``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import math
 import os
 import random
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -164,33 +169,47 @@ def window(quick: bool, report: Report) -> tuple[dict[str, float], str]:
         16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
     sessions = 12 if quick else 40
     rng = random.Random(0)
-    curve_state, curve_window, far_state, far_window = [], [], [], []
+    curves: dict[str, list[tuple[int, float]]] = {"state": [], "window": [], "facts_window": []}
+    far: dict[str, list[bool]] = {"state": [], "window": [], "facts_window": []}
     for n in distances:
-        s_hits = w_hits = 0
+        hits = {name: 0 for name in curves}
         for _ in range(sessions):
-            hit, in_window = _one_session(rng, n, pairs, key_emb, obj_emb, budget)
-            s_hits += hit
-            w_hits += in_window
-            if not in_window:
-                far_state.append(hit)
-                far_window.append(in_window)
-        curve_state.append((n, s_hits / sessions))
-        curve_window.append((n, w_hits / sessions))
-        report("window N=%d state recall=%.3f window recall=%.3f", n, s_hits / sessions,
-               w_hits / sessions)
-    crossover = next((n for (n, s), (_, w) in zip(curve_state, curve_window, strict=True)
-                      if s > w), float("nan"))
-    figures = {f"state_recall_n{n}": r for n, r in curve_state}
-    figures |= {f"window_recall_n{n}": r for n, r in curve_window}
-    figures["state_recall_far"] = sum(far_state) / max(1, len(far_state))
-    figures["window_recall_far"] = sum(far_window) / max(1, len(far_window))
-    figures["crossover_turns"] = crossover
+            got = _one_session(rng, n, pairs, key_emb, obj_emb, budget)
+            for name in curves:
+                hits[name] += getattr(got, name)
+                if not got.window:
+                    far[name].append(getattr(got, name))
+        for name in curves:
+            curves[name].append((n, hits[name] / sessions))
+        report("window N=%d state recall=%.3f window %.3f facts-only window %.3f", n,
+               *(hits[name] / sessions for name in curves))
+    figures = {f"{name}_recall_n{n}": r for name, pts in curves.items() for n, r in pts}
+    figures |= {f"{name}_recall_far": sum(v) / max(1, len(v)) for name, v in far.items()}
+    figures["far_sessions"] = float(len(far["state"]))
+    figures["crossover_turns"] = crossover(curves["state"], curves["window"])
+    figures["crossover_turns_facts_window"] = crossover(curves["state"], curves["facts_window"])
     figures["window_turns_held"] = budget / _mean_turn_bytes(rng)
-    path = _plot({f"state d={CHOSEN.dim}": curve_state,
-                  f"window of recent turns ({budget // 1024} KiB of text)": curve_window},
+    path = _plot({f"state d={CHOSEN.dim}": curves["state"],
+                  f"window of recent turns ({budget // 1024} KiB of text)": curves["window"],
+                  "window of recent facts only (same bytes)": curves["facts_window"]},
                  "turns since the fact was stated (N)", "recall",
                  "Session state vs byte-matched context window", "state_vs_window.png")
     return figures, path
+
+
+def crossover(state: list[tuple[int, float]], window: list[tuple[int, float]]) -> float:
+    """The first distance at which the state recalls more than the window (NaN: never)."""
+    return next((n for (n, s), (_, w) in zip(state, window, strict=True) if s > w),
+                float("nan"))
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """Whether the state, the plain window and the facts-only window recalled the fact."""
+
+    state: bool
+    window: bool
+    facts_window: bool
 
 
 def _turn(rng: random.Random, subject: str, relation: str, obj: str | None) -> str:
@@ -206,21 +225,21 @@ def _mean_turn_bytes(rng: random.Random) -> float:
 
 
 def _one_session(rng: random.Random, n: int, pairs: list[tuple[str, str]], key_emb: torch.Tensor,
-                 obj_emb: dict[str, torch.Tensor], budget: int) -> tuple[bool, bool]:
-    """One session: the target fact, then ``n`` turns. Returns (state recalled, window held)."""
+                 obj_emb: dict[str, torch.Tensor], budget: int) -> Recalled:
+    """One session: the target fact, then ``n`` turns; what recalled the target fact."""
     target = rng.randrange(len(pairs))
     subject, relation = pairs[target]
     facts = [(target, rng.choice(RELATIONS[relation][1]))]
-    used = len(_turn(rng, subject, relation, facts[0][1]).encode())
-    in_window = used <= budget
-    for _ in range(n):  # newest-last; the window keeps the most recent turns that fit
+    used = fact_bytes = len(_turn(rng, subject, relation, facts[0][1]).encode())
+    for _ in range(n):  # newest-last; a window keeps the most recent turns that fit
         if rng.random() < FACT_SHARE:
             other = rng.choice([i for i in rng.sample(range(len(pairs)), 2) if i != target])
             facts.append((other, rng.choice(RELATIONS[pairs[other][1]][1])))
-            used += len(_turn(rng, *pairs[other], facts[-1][1]).encode())
+            size = len(_turn(rng, *pairs[other], facts[-1][1]).encode())
+            used += size
+            fact_bytes += size
         else:
             used += len(_turn(rng, "", "", None).encode())
-    in_window = used <= budget
     m = len(facts)
     batch = ss.make_items(CHOSEN, [str(i) for i in range(m)], [Head.FACTS] * m,
                           key_emb[[p for p, _ in facts]],
@@ -228,7 +247,8 @@ def _one_session(rng: random.Random, n: int, pairs: list[tuple[str, str]], key_e
                           [T0 + TURN_SECONDS * i * n / m for i in range(m)])
     state = ss.update(ss.empty(CHOSEN), batch)
     _, rows = ss.decode(state, ss.query_key(CHOSEN, key_emb[target]), 1, Head.FACTS)
-    return facts[int(rows[0, 0])][1] == facts[0][1], in_window
+    return Recalled(facts[int(rows[0, 0])][1] == facts[0][1], used <= budget,
+                    fact_bytes <= budget)
 
 
 def throughput(quick: bool, report: Report) -> dict[str, float]:
@@ -237,9 +257,10 @@ def throughput(quick: bool, report: Report) -> dict[str, float]:
     Shapes: a live micro-batch (128 sessions x 16 events) and a replay micro-batch
     (256 sessions x 64 events), each in float64 and float32. Sessions sit at scattered slots of
     an arena twice their number (the general ``index_add_`` path). The bare limit is
-    ``torch.baddbmm`` of the same (groups, d+1, m) x (groups, m, 2d+1) shape, timed in
-    alternation with the arena so both see the same machine load. Headline: the replay shape in
-    the chosen dtype.
+    ``torch.baddbmm`` of the same (groups, d+1, m) x (groups, m, 2d+1) shape written into a
+    preallocated output (``out=``, no allocation per call, as the arena), timed in alternation
+    with the arena so both see the same machine load. Headline: the replay shape in the chosen
+    dtype.
     """
     seconds = 1.0 if quick else 3.0
     figures: dict[str, float] = {}
@@ -277,12 +298,14 @@ def _arena_rate(cfg: ss.StateConfig, sessions: int, per_session: int,
                   torch.ones(n, dtype=torch.float64))
     d, groups, m = cfg.dim, sessions * 2, per_session // 2
     flat = torch.zeros(groups, d + 1, 2 * d + 1, dtype=cfg.torch_dtype)
+    out = torch.empty_like(flat)  # reused, as the arena reuses its buffers
     left = torch.randn(groups, d + 1, m, dtype=cfg.torch_dtype)
     right = torch.randn(groups, m, 2 * d + 1, dtype=cfg.torch_dtype)
     ours = bare = 0.0
     for _ in range(3):  # alternate, keep the best of each: the machine is shared
         ours = max(ours, _rate(lambda: arena.add(terms), seconds / 3) * n)
-        bare = max(bare, _rate(lambda: torch.baddbmm(flat, left, right), seconds / 3) * n)
+        bare = max(bare, _rate(lambda: torch.baddbmm(flat, left, right, out=out),
+                                seconds / 3) * n)
     return ours, bare
 
 

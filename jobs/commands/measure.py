@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from memstack.jobs.measure import Report, load
+from memstack.jobs.measure import Report, json_stdout, load
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,8 +20,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _runner(family: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         measure = load(family, args.name)
-        result = measure(args.quick, Report(f"{family} {args.name}"))
-        print(result.to_json(), flush=True)
+        with json_stdout() as stdout:  # the JSON line is the only thing on stdout
+            result = measure(args.quick, Report(f"{family} {args.name}"))
+            print(result.to_json(), file=stdout, flush=True)
         return 0
 
     return run

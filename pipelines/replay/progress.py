@@ -28,14 +28,15 @@ class Progress:
     final: bool = False
     first_at: float = 0.0
     """Wall clock (epoch s) when processing began: the later of the first record read and the
-    moment the last prepare worker was ready (model loaded); start-up is excluded."""
+    moment the last prepare worker was ready (model loaded). Rates from it leave start-up out:
+    the replay benchmark's headline is over the whole job and reports this one apart."""
     at: float = 0.0
     """Wall clock (epoch s) of this report."""
 
     @property
     def processing_s(self) -> float:
         """Seconds from the start of processing to this report (JVM, worker and model start-up
-        excluded)."""
+        excluded: a figure of the processing alone, never the whole job's time)."""
         return max(0.0, self.at - self.first_at)
 
     def to_json(self) -> str:

@@ -1,0 +1,54 @@
+"""The stdout contract of ``--json``: one JSON line on stdout, everything else on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from memstack.jobs.measure import Result
+
+ROOT = Path(__file__).resolve().parents[2]
+
+NOISY = textwrap.dedent("""
+    import atexit, os, subprocess, sys
+    from memstack.jobs.measure import Result, json_stdout
+
+    atexit.register(lambda: sys.stdout.write("\\x1b[?25h"))  # what Faust writes on shutdown
+    with json_stdout() as out:
+        print("a progress line")
+        os.write(1, b"raw bytes on fd 1\\n")
+        subprocess.run(["sh", "-c", "echo a child process, like the JVM"], check=True)
+        print(Result("noisy", {"x": 1.0}, ratio=0.5).to_json(), file=out)
+    print("after the guard")
+""")
+
+
+def test_json_stdout_keeps_only_the_result_line_on_stdout() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", NOISY], capture_output=True, text=True,
+                          env=env, timeout=60, check=True)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout
+    assert json.loads(lines[0]) == {"name": "noisy", "ratio": 0.5, "figures": {"x": 1.0},
+                                    "plots": []}
+    for noise in ("a progress line", "raw bytes on fd 1", "a child process",
+                  "after the guard", "\x1b[?25h"):
+        assert noise in done.stderr
+
+
+def test_result_json_is_one_line_and_keeps_small_magnitudes() -> None:
+    text = Result("r", {"tiny": 8.85e-17, "big": 123456789.0}).to_json()
+    assert "\n" not in text
+    body = json.loads(text)
+    assert body["figures"] == {"tiny": 8.85e-17, "big": 123457000.0}
+    assert "ratio" not in body
+
+
+def test_result_json_is_strict_json_without_nan() -> None:
+    body = json.loads(Result("r", {"never": float("nan"), "inf": float("inf")}, ratio=float(
+        "nan")).to_json().replace("NaN", "BROKEN"))
+    assert body["figures"] == {"never": None, "inf": None} and body["ratio"] is None
