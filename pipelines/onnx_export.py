@@ -23,6 +23,7 @@ import logging
 import os
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -133,7 +134,8 @@ def export_fp32(source: Path, out: Path) -> None:
     example = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]])
     mask = (example != 0).long()
     axes = {name: {0: "batch", 1: "tokens"} for name in INPUTS}
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer notes on transformers' mask code, all benign
         torch.onnx.export(  # the TorchScript exporter: the one whose graph the optimizer fuses
             _pooled(bert), (example, mask, torch.zeros_like(example)), str(out),
             input_names=list(INPUTS), output_names=[OUTPUT],
