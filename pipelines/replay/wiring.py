@@ -168,10 +168,11 @@ def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:
               if item.text is not None and not item.forgotten]
     if not wanted:
         return items
-    vectors = encoder.encode([text for _, text in wanted])
+    distinct = list(dict.fromkeys(text for _, text in wanted))  # a repeated text: one run
+    vectors = dict(zip(distinct, encoder.encode(distinct), strict=True))
     out = list(items)
-    for (n, _), vec in zip(wanted, vectors, strict=True):
-        out[n] = replace(items[n], vector=vec.astype(np.float32).tobytes())
+    for n, text in wanted:
+        out[n] = replace(items[n], vector=vectors[text].astype(np.float32).tobytes())
     return out
 
 
