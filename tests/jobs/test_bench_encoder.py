@@ -16,7 +16,7 @@ from memstack.jobs.bench.encoder import (
 )
 from memstack.jobs.eval.locomo_data import EvalDataMissingError, eval_dir
 from memstack.jobs.measure import Report
-from memstack.pipelines.embedding import MiniLMEncoder, shared_encoder
+from memstack.pipelines.embedding import MiniLMEncoder
 
 
 def _has_locomo() -> bool:
@@ -33,9 +33,7 @@ pytestmark = pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data not found
 
 @pytest.fixture(scope="module")
 def minilm() -> MiniLMEncoder:
-    encoder = shared_encoder().load()
-    assert isinstance(encoder, MiniLMEncoder)
-    return encoder
+    return MiniLMEncoder().load()
 
 
 def test_the_sample_is_fixed_distinct_locomo_turns() -> None:

@@ -37,6 +37,12 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
+def minilm() -> MiniLMEncoder:
+    """The torch encoder: the reference (the setting's default may be another)."""
+    return MiniLMEncoder().load()
+
+
+@pytest.fixture(scope="module")
 def onnx_int8() -> Iterator[OnnxMiniLMEncoder]:
     encoder = OnnxMiniLMEncoder("int8").load()
     yield encoder
@@ -106,9 +112,9 @@ def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_setting_picks_the_encoder_and_names_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEMSTACK_ENCODER", raising=False)
-    assert encoder_kind() == "torch" and isinstance(make_encoder(), MiniLMEncoder)
-    monkeypatch.setenv("MEMSTACK_ENCODER", "onnx-int8")
-    assert isinstance(make_encoder(), OnnxMiniLMEncoder)
+    assert encoder_kind() == "onnx-int8" and isinstance(make_encoder(), OnnxMiniLMEncoder)
+    monkeypatch.setenv("MEMSTACK_ENCODER", "torch")
+    assert isinstance(make_encoder(), MiniLMEncoder)
     monkeypatch.setenv("MEMSTACK_ENCODER", "onnx")
     with pytest.raises(ConfigError, match="MEMSTACK_ENCODER='onnx' is not one of torch"):
         encoder_kind()
