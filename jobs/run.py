@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--within", type=float, default=0.25,
                         help="seconds to wait for a full batch before a partial one (0.25)")
     parser.add_argument("--threads", type=int, default=2,
-                        help="torch threads of the embedding model (default 2)")
+                        help="threads of the embedding model (default 2)")
     parser.add_argument("--session-timeout", type=float, default=6.0,
                         help="consumer-group session timeout in seconds (default 6)")
 
@@ -83,12 +83,12 @@ def open_projector(directory: Path, settings: Settings, threads: int,
     The caller owns the returned stores and closes them after the projector."""
     # One cache in front of the model: the session state re-reads the turns' vectors from it.
     from memstack.keystore import FileKeyStore
-    from memstack.pipelines.embedding import CachingEncoder, MiniLMEncoder
+    from memstack.pipelines.embedding import CachingEncoder, make_encoder
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
-    encoder = CachingEncoder(MiniLMEncoder(batch_size=batch_size, threads=threads).load())
+    encoder = CachingEncoder(make_encoder(batch_size=batch_size, threads=threads).load())
     ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
     stores = Stores.open(directory)
     try:

@@ -20,7 +20,7 @@ from memstack.operators.mutations import FactEntry, MemoryRow, PutMemory
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
 from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Plan
-from memstack.pipelines.embedding import Encoder
+from memstack.pipelines.embedding import Encoder, record_encoder
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.errors import InvalidEventError
@@ -50,6 +50,8 @@ class StoreProjector:
         if encoder.dim != stores.vectors.dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-dim vectors, the "
                              f"vector index holds {stores.vectors.dim}; use a matching encoder")
+        if not stores.read_only:  # the stores say which encoder built them (docs/replay.md)
+            record_encoder(stores.directory, encoder, has_vectors=stores.vectors.count() > 0)
         self.stores = stores
         self.encoder = encoder
         self.topic = topic

@@ -87,7 +87,8 @@ class Ingested:
 
 
 @contextmanager
-def ingested(events: Sequence[Event], name: str, report: Report) -> Iterator[Ingested]:
+def ingested(events: Sequence[Event], name: str, report: Report,
+             encoder: Encoder | None = None) -> Iterator[Ingested]:
     """Emit ``events`` to a fresh topic set, rebuild stores from the log, yield them read-only."""
     from memstack.infra.net import admin_client
     from memstack.jobs.broker_env import broker_for
@@ -102,7 +103,7 @@ def ingested(events: Sequence[Event], name: str, report: Report) -> Iterator[Ing
         report("emitted %d events to %s (%d partitions)", len(written), ready.events_topic,
                len({w.partition for w in written}))
         result = rebuild(ready.bootstrap, ready.events_topic, Path(tmp) / "stores",
-                         encoder=shared_encoder())
+                         encoder=encoder or shared_encoder())
         report("rebuilt stores from the log: %d events in %.1f s", result.events, result.seconds)
         try:
             with Stores.open(Path(tmp) / "stores", read_only=True) as stores:
@@ -205,13 +206,14 @@ def _table(out: dict[str, float], report: Report) -> None:
            out["recall@10_bm25"], out["recall@10_vector"], int(out["questions"]))
 
 
-def run(quick: bool, report: Report) -> Result:
+def run(quick: bool, report: Report, base: Encoder | None = None) -> Result:
+    """``base``: the encoder to evaluate (default: the ``MEMSTACK_ENCODER`` setting's)."""
     convs = load(2 if quick else None)
     events, cites = events_of(convs)
     report("LoCoMo: %d conversations, %d events (%d turns), %d questions", len(convs),
            len(events), sum(len(c.turns) for c in convs), sum(len(c.questions) for c in convs))
-    encoder = CachedEncoder(shared_encoder())
-    with ingested(events, "locomo", report) as done:
+    encoder = CachedEncoder(base or shared_encoder())
+    with ingested(events, "locomo", report, encoder.base) as done:
         view = MemoryView(TENANT, done.stores, encoder=encoder)
         encoder.prime([q.question for c in convs for q in c.questions])
         got = retrieve(view, convs, cites, report)

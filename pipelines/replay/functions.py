@@ -46,7 +46,7 @@ from memstack.pipelines.replay.wiring import (
     remember_vectors,
 )
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import parse_event
+from memstack.schemas.events import TEXT_KINDS, parse_event
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,9 @@ class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
             return replace(item, ready_at=self.ready_at)  # the projector makes a dead letter
         forget = self.config.forget
         covered = forget is not None and forget.covers(event, item.record.position.log_time)
-        text = event.text()
+        # Only kinds that become memory rows are embedded: a fact's text ("subject relation
+        # object") is never searched by vector, so embedding it would be work for nothing.
+        text = event.text() if event.kind in TEXT_KINDS else None
         return replace(item, ready_at=self.ready_at, forgotten=covered,
                        text=text if text and text.strip() else None)
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
-from memstack.pipelines.embedding import CachingEncoder, Encoder
+from memstack.pipelines.embedding import CachingEncoder, Encoder, encoder_kind
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.replay.forget import ForgetFilter
 
@@ -52,19 +52,21 @@ class WriterConfig:
     projector_factory: ProjectorFactory | None = None
     keys_dir: Path | None = None
     """The key store of sealed events (crypto-shredding); sealed records need it to be read."""
+    encoder: str = field(default_factory=encoder_kind)
+    """The encoder (``MEMSTACK_ENCODER`` of the driver), so every worker runs the same one."""
 
 
 def store_projector(config: WriterConfig) -> Projector:
     """The live pipeline's :class:`StoreProjector` over the stores in ``config.into``."""
     from memstack.keystore import FileKeyStore
-    from memstack.pipelines.embedding import shared_encoder
+    from memstack.pipelines.embedding import make_encoder
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
     stores = Stores.open(config.into)
     try:
         # Vectors embedded upstream reach the projector through the cache; a miss runs the model.
-        encoder = CachingEncoder(shared_encoder())
+        encoder = CachingEncoder(make_encoder(config.encoder, threads=config.embed_threads))
         keys = FileKeyStore(config.keys_dir) if config.keys_dir is not None else None
         inner = StoreProjector(stores, encoder, config.topic, maintain_indexes=False,
                                keys=keys, forgotten=config.forget)
@@ -153,9 +155,9 @@ def open_dlq_sender(config: WriterConfig) -> DlqSender | CountingDlq:
 
 
 def open_encoder(config: WriterConfig) -> Encoder:
-    from memstack.pipelines.embedding import MiniLMEncoder
+    from memstack.pipelines.embedding import make_encoder
 
-    return MiniLMEncoder(threads=config.embed_threads).load()
+    return make_encoder(config.encoder, threads=config.embed_threads).load()
 
 
 def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:
@@ -166,10 +168,11 @@ def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:
               if item.text is not None and not item.forgotten]
     if not wanted:
         return items
-    vectors = encoder.encode([text for _, text in wanted])
+    distinct = list(dict.fromkeys(text for _, text in wanted))  # a repeated text: one run
+    vectors = dict(zip(distinct, encoder.encode(distinct), strict=True))
     out = list(items)
-    for (n, _), vec in zip(wanted, vectors, strict=True):
-        out[n] = replace(items[n], vector=vec.astype(np.float32).tobytes())
+    for n, text in wanted:
+        out[n] = replace(items[n], vector=vectors[text].astype(np.float32).tobytes())
     return out
 
 

@@ -19,7 +19,7 @@ from memstack.pipelines.replay.functions import (
     record_bucket,
 )
 from memstack.pipelines.replay.source import to_log_record
-from memstack.pipelines.replay.wiring import WriterConfig
+from memstack.pipelines.replay.wiring import WriterConfig, embed_items
 
 
 class _Timers:
@@ -81,3 +81,35 @@ def test_record_buckets_spread_a_partition_evenly() -> None:
     counts = Counter(record_bucket(p, o, 256) for p in range(3) for o in range(2560))
     assert len(counts) == 256
     assert max(counts.values()) - min(counts.values()) <= 3
+
+
+def test_only_memory_kinds_are_embedded_and_a_repeated_text_once() -> None:
+    builder = EventBuilder(Defaults("acme", "helper"))
+    events = [builder.fact("s1", "user:ana", "lives_in", "Lisbon"),
+              builder.message("s1", "user", "I moved to Lisbon"),
+              builder.tool_result("s1", "search", "c1", "ok"),
+              builder.tool_result("s1", "search", "c2", "ok")]
+    stage = PrepareStage(WriterConfig(into=None, topic="t.events", bootstrap="-",  # type: ignore[arg-type]
+                                      dlq_topic="t.dlq"))
+    items = [stage._prepared(Item(to_log_record("t.events", b"acme/s1",
+                                                e.model_dump_json().encode(), 0, n,
+                                                1_700_000_000_000, "LogAppendTime"), n - 1))
+             for n, e in enumerate(events)]
+    assert [i.text for i in items] == [None, "I moved to Lisbon", "ok", "ok"]  # a fact: no row
+
+    class Counting:
+        """Counts what is asked of the model (pure logic: which texts, how many times)."""
+
+        name, dim = "counting", 384
+
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def encode(self, texts: list[str]) -> np.ndarray:
+            self.calls.append(list(texts))
+            return np.ones((len(texts), 384), dtype=np.float32)
+
+    counting = Counting()
+    out = embed_items(counting, items)  # type: ignore[arg-type]
+    assert counting.calls == [["I moved to Lisbon", "ok"]]
+    assert [o.vector is not None for o in out] == [False, True, True, True]
