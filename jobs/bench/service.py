@@ -37,7 +37,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from memstack.jobs.bench.pipeline import _delete, ensure_broker, texts
+from memstack.jobs.bench.pipeline import _delete
+from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.schemas.ids import uuid7
 from memstack.settings import Settings
@@ -46,6 +47,17 @@ TENANT = "bench"
 KEY = "bench-service-key-0001"
 BATCH = 64
 READERS = 4
+
+
+SUBJECTS = ("the deploy", "Ana's flight", "the invoice", "a flaky test", "the garden", "lunch")
+VERBS = ("moved to", "was postponed until", "depends on", "needs a review before", "is fine after")
+
+
+def texts(n: int) -> list[str]:
+    """Short agent-turn texts (10-20 words), deterministic and all different."""
+    return [f"Turn {i}: the user says {SUBJECTS[i % len(SUBJECTS)]} "
+            f"{VERBS[(i // 3) % len(VERBS)]} step {i % 17}, and asks me to remember it for "
+            f"session {i % 5}." for i in range(n)]
 
 
 def _event(i: int, text: str) -> dict[str, Any]:
@@ -139,18 +151,17 @@ def _readers_alone(client: httpx.Client, seconds: float) -> tuple[float, float]:
 
 
 def run(quick: bool, report: Report) -> Result:
-    from memstack.infra.topics import ensure_topics
+    from memstack.infra.topics import topic_specs
 
     base = Settings.from_env()
-    ensure_broker(base, report)
     burst, paced = (256, 60) if quick else (1024, 300)
     with TemporaryDirectory(prefix="memstack-bench-") as home:
-        settings = base.with_(home=Path(home), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}")
-        names = ensure_topics(settings.bootstrap, settings.topic_prefix, settings.partitions)
-        try:
-            return _measure(settings, burst, paced, report)
-        finally:
-            _delete(settings, names)
+        wanted = base.with_(home=Path(home), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}")
+        with broker_for(wanted) as settings:  # a broker started here is stopped at the end
+            try:
+                return _measure(settings, burst, paced, report)
+            finally:
+                _delete(settings, [t.name for t in topic_specs(settings.topic_prefix)])
 
 
 def _measure(settings: Settings, burst: int, paced: int, report: Report) -> Result:

@@ -13,3 +13,11 @@ def test_bench_events_are_valid_and_mixed() -> None:
     assert len({e.event_id for e in events}) == 32
     assert all(e.text() == f"text {i}" for i, e in enumerate(events)
                if e.kind is EventKind.MESSAGE)
+
+
+def test_bench_texts_are_distinct_and_short() -> None:
+    from memstack.jobs.bench.service import texts
+
+    sample = texts(500)
+    assert len(set(sample)) == 500
+    assert all(10 <= len(t.split()) <= 25 for t in sample)
