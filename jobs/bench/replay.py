@@ -68,10 +68,11 @@ def _log_texts(settings: Settings) -> tuple[list[str], int]:
 
 
 def _embed_seconds(texts: list[str], threads: int, start: Any = None) -> float:
-    """Seconds the bare model takes over ``texts`` (warmed up; after ``start`` when given)."""
-    from memstack.pipelines.embedding import MiniLMEncoder
+    """Seconds the bare model takes over ``texts`` (warmed up; after ``start`` when given),
+    with the configured encoder (``MEMSTACK_ENCODER``), the one the replay itself runs."""
+    from memstack.pipelines.embedding import make_encoder
 
-    encoder = MiniLMEncoder(threads=threads).load()
+    encoder = make_encoder(threads=threads).load()
     encoder.encode(texts[:64])  # warm-up
     if start is not None:
         start.wait()
