@@ -42,7 +42,7 @@ from memstack.jobs.bench.workload import conversation
 from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.log_reader import read_bounded
-from memstack.schemas.events import Event, parse_event
+from memstack.schemas.events import TEXT_KINDS, Event, parse_event
 from memstack.settings import Settings
 
 EMBED_CALL = 1024
@@ -64,7 +64,9 @@ def _emit(settings: Settings, events: int) -> int:
 
 def _log_texts(settings: Settings) -> tuple[list[str], int]:
     records = list(read_bounded(settings.bootstrap, settings.events_topic))
-    return [t for r in records if r.value and (t := parse_event(r.value).text())], len(records)
+    # What the replay embeds: texts of memory-row kinds (facts become versions, not vectors).
+    return [t for r in records if r.value and (e := parse_event(r.value)).kind in TEXT_KINDS
+            and (t := e.text())], len(records)
 
 
 def _embed_seconds(texts: list[str], threads: int, start: Any = None) -> float:
