@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -80,7 +81,8 @@ def _is_measurement(module: str) -> bool:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         return False
-    return "\ndef run(quick: bool, report: Report)" in Path(spec.origin).read_text()
+    return re.search(r"\ndef run\(quick: bool, report: Report[,)]",
+                     Path(spec.origin).read_text()) is not None
 
 
 def parse_stdout(stdout: str) -> dict[str, object]:
