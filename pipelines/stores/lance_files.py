@@ -1,0 +1,110 @@
+"""Data files of the LanceDB memories table, through the ``lance`` package (pylance).
+
+LanceDB's ``optimize`` compacts into files of up to a million rows and materialises deletions
+only past 10% of a file, so erasing one row would rewrite a million-row file or leave the row
+in it. Here compaction is bounded by :attr:`IndexPolicy.fragment_rows`, and an erasure rewrites
+only the files that hold deleted rows (every other file is excluded from the plan); Lance remaps
+the vector, full-text and scalar indexes to the rewritten rows instead of retraining them.
+Measured in docs/forget.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import lance
+
+if TYPE_CHECKING:
+    from memstack.pipelines.stores.lance_policy import IndexPolicy
+
+log = logging.getLogger(__name__)
+
+COMMIT_RETRIES = 5
+"""A rewrite whose commit conflicts with a concurrent one (maintenance) is planned again."""
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What :func:`rewrite_deleted` did."""
+
+    fragments: int
+    """Files of the table when it started."""
+    rewritten: int
+    """Files that held deleted rows (rewritten without them)."""
+    rows_deleted: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Purge:
+    """What :meth:`LanceVectorIndex.purge_deleted` did, in figures."""
+
+    rewrite: Rewrite
+    tags_deleted: int
+    versions_removed: int
+    versions_left: int
+    seconds: float
+
+    def figures(self) -> dict[str, float]:
+        return {"fragments": float(self.rewrite.fragments),
+                "fragments_rewritten": float(self.rewrite.rewritten),
+                "rows_deleted": float(self.rewrite.rows_deleted),
+                "rewrite_s": self.rewrite.seconds, "tags_deleted": float(self.tags_deleted),
+                "versions_removed": float(self.versions_removed),
+                "versions_left": float(self.versions_left), "cleanup_s": self.seconds}
+
+
+def rewrite_deleted(uri: str, fragment_rows: int) -> Rewrite:
+    """Rewrite the files of ``uri`` that have deleted rows, and no other."""
+    began = time.monotonic()
+    for attempt in range(COMMIT_RETRIES):
+        ds = lance.dataset(uri)
+        fragments = ds.get_fragments()
+        touched = [f for f in fragments if f.deletion_file() is not None]
+        if not touched:
+            return Rewrite(len(fragments), 0, 0, time.monotonic() - began)
+        keep = {f.fragment_id for f in touched}
+        others = [f.fragment_id for f in fragments if f.fragment_id not in keep]
+        deleted = sum(int(f.num_deletions) for f in touched)
+        try:
+            ds.optimize.compact_files(
+                target_rows_per_fragment=fragment_rows, materialize_deletions=True,
+                materialize_deletions_threshold=0.0, excluded_fragment_ids=others)
+        except OSError as exc:  # lance reports commit conflicts as OSError
+            if "conflict" not in str(exc).lower() or attempt == COMMIT_RETRIES - 1:
+                raise
+            log.info("rewrite of deleted rows conflicted with another commit; planning again")
+            continue
+        return Rewrite(len(fragments), len(touched), deleted, time.monotonic() - began)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def drop_history(uri: str, rewrite: Rewrite) -> Purge:
+    """Delete every tag and every version but the latest, with their unreferenced files."""
+    began = time.monotonic()
+    ds = lance.dataset(uri)
+    tags = list(ds.tags.list())
+    for tag in tags:
+        ds.tags.delete(tag)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        stats = ds.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True,
+                                        error_if_tagged_old_versions=False)
+    left = len(lance.dataset(uri).versions())
+    return Purge(rewrite, len(tags), int(stats.old_versions), left, time.monotonic() - began)
+
+
+def optimize(table: Any, uri: str, policy: IndexPolicy) -> None:
+    """Maintenance: merge small files up to ``policy.fragment_rows``, add new rows to every
+    index, drop versions older than ``policy.keep_versions_for``."""
+    ds = lance.dataset(uri)
+    ds.optimize.compact_files(target_rows_per_fragment=policy.fragment_rows)
+    ds = lance.dataset(uri)
+    ds.optimize.optimize_indices()
+    lance.dataset(uri).cleanup_old_versions(older_than=policy.keep_versions_for)
+    table.checkout_latest()
