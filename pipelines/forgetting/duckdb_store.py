@@ -28,6 +28,7 @@ from memstack.pipelines.forgetting.contract import (
     Residual,
     files_containing,
 )
+from memstack.pipelines.forgetting.duckdb_compact import compact_file
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 
 log = logging.getLogger(__name__)
@@ -51,24 +52,24 @@ def connection(index: DuckDBEventIndex) -> duckdb.DuckDBPyConnection:
 
 
 def query(index: DuckDBEventIndex, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-    cur = connection(index).cursor()
-    try:
-        table: pa.Table = cur.sql(sql, params=list(params)).to_arrow_table()
-        return table
-    finally:
-        cur.close()
+    """A read on the index's cursor for this thread (safe while the writer commits)."""
+    return index.read(sql, params)
 
 
 class DuckDBForgetStore:
     """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one DuckDB file.
 
     Opens its own index from ``path``, or works on ``index`` (the live worker's, left open).
+    With its own index (the stores are not in use), a purge also rewrites the file whole
+    (``compact``, default on then): see :mod:`~memstack.pipelines.forgetting.duckdb_compact`.
     """
 
-    def __init__(self, path: Path, *, index: DuckDBEventIndex | None = None) -> None:
+    def __init__(self, path: Path, *, index: DuckDBEventIndex | None = None,
+                 compact: bool | None = None) -> None:
         self.path = Path(path)
         self._owned = index is None
         self.index = index if index is not None else DuckDBEventIndex(self.path)
+        self._compact = self._owned if compact is None else compact and self._owned
 
     @property
     def name(self) -> str:
@@ -121,8 +122,16 @@ class DuckDBForgetStore:
     def purge(self) -> dict[str, float]:
         """The physical phase: checkpoint, then shred every free block of the file."""
         began = time.monotonic()
-        shred = self.index.erase_noted()
-        return {**shred.figures(), "purge_s": time.monotonic() - began}
+        out = self.index.erase_noted().figures()
+        out["purge_s"] = time.monotonic() - began
+        if self._compact:
+            self.index.close()
+            try:
+                compact_file(self.path)
+            finally:
+                self.index = DuckDBEventIndex(self.path)
+            out["compacted"], out["compact_s"] = 1.0, time.monotonic() - began - out["purge_s"]
+        return out
 
     def residuals(self, probe: AuditProbe) -> list[Residual]:
         ids = sorted(probe.event_ids)

@@ -46,6 +46,8 @@ class LiveForgetting:
         self._processor_for = processor_for
         self._on_reopen = on_reopen
         self._eraser: BackgroundEraser | None = None
+        self._hidden: set[str] = set()
+        """Requests hidden by this worker (a redelivery is skipped: its audit may be pending)."""
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
         self.session_state: StateStoreFor | None = None
@@ -66,10 +68,11 @@ class LiveForgetting:
         if request is None:
             return None
         self.ledger.add(request)
-        if request.request_id in _applied(self.directory):
-            return None  # done before a restart: the stores already hold the result
+        if request.request_id in self._hidden or request.request_id in _applied(self.directory):
+            return None  # hidden already, or done before a restart
         eraser = self.eraser()
         hidden = eraser.processor.hide(request)
+        self._hidden.add(request.request_id)
         self.projector.reopen(self.projector.stores)  # its fact cache may hold forgotten keys
         if self._on_reopen is not None:
             self._on_reopen(self.projector.stores)

@@ -14,14 +14,15 @@ the whole batch -> each request is audited. Each phase is recorded without conte
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memstack.keystore import KeyStore
-from memstack.operators.forget import ForgetRequest
+from memstack.operators.forget import ForgetRequest, Tombstones
 from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.audit import AuditReport, audit
@@ -31,6 +32,7 @@ from memstack.pipelines.forgetting.contract import (
     ForgetReport,
     ForgetsFirst,
     Forgettable,
+    Residual,
     TwoPhase,
 )
 from memstack.pipelines.forgetting.duckdb_store import query
@@ -71,7 +73,6 @@ class Hidden:
     """A request past its logical phase, waiting for the physical one (content in memory)."""
 
     resolved: Resolved
-    probe: AuditProbe
     keys_destroyed: tuple[str, ...]
     reports: dict[str, ForgetReport]
     status: ForgetStatus
@@ -96,6 +97,9 @@ class ForgetProcessor:
         self.registry = registry or RelationRegistry()
         self.extra = list(extra)
         self.outcomes_dir = outcomes_dir
+        self._hiding = threading.RLock()
+        """Held while hiding; an audit takes it to read stores that are not thread-safe (the
+        session state, the weights) so they never see a removal half done."""
 
     def forgettables(self) -> list[Forgettable]:
         return self.stores.forgettables() + self.extra
@@ -106,12 +110,15 @@ class ForgetProcessor:
 
     def hide(self, request: ForgetRequest) -> Hidden:
         """The logical phase: resolve, destroy keys, every store commits its erasure."""
+        with self._hiding:
+            return self._hide(request)
+
+    def _hide(self, request: ForgetRequest) -> Hidden:
         t0 = time.monotonic()
         status = ForgetStatus(request.request_id, request.describe())
         status.reach("logged", request.log_time)
         resolved = resolve(request, self.stores.duckdb.index, self.stores.lance.index,
                            self.lineage, self.registry)
-        probe = self.probe(resolved, encode=False)
         t1 = time.monotonic()
         destroyed = tuple(self._destroy_keys(request))
         reports = {s.name: (s.hide(resolved.targets) if isinstance(s, TwoPhase)
@@ -121,7 +128,7 @@ class ForgetProcessor:
         t2 = time.monotonic()
         log.info("hid %s: %d event(s) in %.2f s", request.describe(),
                  len(resolved.targets.event_ids), t2 - t0)
-        return Hidden(resolved, probe, destroyed, reports, status,
+        return Hidden(resolved, destroyed, reports, status,
                       {"resolve": t1 - t0, "hide": t2 - t1})
 
     def erase(self, batch: Sequence[Hidden]) -> list[ForgetOutcome]:
@@ -139,7 +146,7 @@ class ForgetProcessor:
     def _audited(self, hidden: Hidden, purged: dict[str, dict[str, float]], erased_s: float,
                  batch: int) -> ForgetOutcome:
         t0 = time.monotonic()
-        report = self.audit(self._encoded(hidden.probe))
+        report = self.audit(self.probe(hidden.resolved))
         hidden.status.reach("audited")
         self.stores.mark_applied(hidden.request.request_id)
         targets = hidden.resolved.targets
@@ -164,28 +171,46 @@ class ForgetProcessor:
         first = [s for s in stores if isinstance(s, ForgetsFirst) and s.forgets_first]
         return first + [s for s in stores if s not in first]
 
-    def probe(self, resolved: Resolved, *, encode: bool = True) -> AuditProbe:
-        """What the audit searches for; texts also said by surviving rows are left out."""
+    def probe(self, resolved: Resolved) -> AuditProbe:
+        """What the audit searches for; texts also said by surviving rows are left out (built
+        after the erasure, off the logical phase's path: it scans every text)."""
         targets = resolved.targets
         shared = shared_texts(self.stores, targets.texts, targets.event_ids)
-        probe = AuditProbe.of(targets, frozenset(shared), None, resolved.known_times)
-        return self._encoded(probe) if encode else probe
-
-    def _encoded(self, probe: AuditProbe) -> AuditProbe:
-        """``probe`` with its searched texts embedded (done off the logical phase's path)."""
-        searched = list(probe.texts[:MAX_SEARCHED_TEXTS])
-        if probe.vectors is not None or self.encoder is None or not searched:
-            return probe
-        return replace(probe, vectors=self.encoder.encode(searched))
+        texts = [t for t in targets.texts if t not in shared]
+        searched = texts[:MAX_SEARCHED_TEXTS]
+        vectors = (self.encoder.encode(searched) if self.encoder is not None and searched
+                   else None)
+        return AuditProbe.of(targets, frozenset(shared), vectors, resolved.known_times)
 
     def audit(self, probe: AuditProbe) -> AuditReport:
         entries = None
         if isinstance(self.lineage, KafkaLineage):
             entries = self.lineage.reread(probe.request.tenant)
-        return audit(probe, self.forgettables(), entries)
+        stores = [s if isinstance(s, TwoPhase) else _Serialized(s, self._hiding)
+                  for s in self.forgettables()]
+        return audit(probe, stores, entries)
 
     def _destroy_keys(self, request: ForgetRequest) -> list[str]:
         return [] if self.keys is None else destroy_for(self.keys, request)
+
+
+class _Serialized:
+    """A store whose audit reads wait for any hide in progress (see ``_hiding``)."""
+
+    def __init__(self, store: Forgettable, lock: threading.RLock) -> None:
+        self.store, self.lock = store, lock
+
+    @property
+    def name(self) -> str:
+        return self.store.name
+
+    def forget(self, targets: Tombstones) -> ForgetReport:
+        with self.lock:
+            return self.store.forget(targets)
+
+    def residuals(self, probe: AuditProbe) -> list[Residual]:
+        with self.lock:
+            return self.store.residuals(probe)
 
 
 def shared_texts(stores: ForgetStores, texts: Sequence[str], ids: frozenset[str]) -> set[str]:

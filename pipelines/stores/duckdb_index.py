@@ -260,6 +260,11 @@ class DuckDBEventIndex:
         with translated("query", str(self._path)):
             return self._cursor().sql(sql, params=list(params)).to_arrow_table()
 
+    def read(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        """A read-only SQL query on this thread's cursor (an MVCC snapshot; safe while
+        another thread commits)."""
+        return self._query(sql, params)
+
     def applied_offsets(self, topic: str) -> dict[int, int]:
         table = self._query(
             'SELECT "partition", next_offset FROM offsets WHERE topic = ?', [topic])

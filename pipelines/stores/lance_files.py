@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMIT_RETRIES = 5
-"""A rewrite whose commit conflicts with a concurrent one (maintenance) is planned again."""
+COMMIT_RETRIES = 8
+"""A rewrite whose commit a concurrent one preempted (a delete, maintenance) is planned again."""
 
 
 @dataclass(frozen=True)
@@ -60,28 +60,37 @@ class Purge:
 
 
 def rewrite_deleted(uri: str, fragment_rows: int) -> Rewrite:
-    """Rewrite the files of ``uri`` that have deleted rows, and no other."""
+    """Rewrite the files of ``uri`` that have deleted rows, and no other.
+
+    A concurrent commit (a delete of the next request, maintenance) can preempt the rewrite's
+    commit; Lance then keeps the old files, so the plan is made again until no file that had
+    deleted rows at the start is left.
+    """
     began = time.monotonic()
-    for attempt in range(COMMIT_RETRIES):
+    first: set[int] | None = None
+    fragments, deleted = 0, 0
+    for _ in range(COMMIT_RETRIES):
         ds = lance.dataset(uri)
-        fragments = ds.get_fragments()
-        touched = [f for f in fragments if f.deletion_file() is not None]
-        if not touched:
-            return Rewrite(len(fragments), 0, 0, time.monotonic() - began)
+        current = ds.get_fragments()
+        touched = [f for f in current if f.deletion_file() is not None]
+        if first is None:
+            first = {f.fragment_id for f in touched}
+            fragments, deleted = len(current), sum(int(f.num_deletions) for f in touched)
+        if not first & {f.fragment_id for f in touched}:
+            return Rewrite(fragments, len(first), deleted, time.monotonic() - began)
         keep = {f.fragment_id for f in touched}
-        others = [f.fragment_id for f in fragments if f.fragment_id not in keep]
-        deleted = sum(int(f.num_deletions) for f in touched)
         try:
             ds.optimize.compact_files(
                 target_rows_per_fragment=fragment_rows, materialize_deletions=True,
-                materialize_deletions_threshold=0.0, excluded_fragment_ids=others)
-        except OSError as exc:  # lance reports commit conflicts as OSError
-            if "conflict" not in str(exc).lower() or attempt == COMMIT_RETRIES - 1:
+                materialize_deletions_threshold=0.0,
+                excluded_fragment_ids=[f.fragment_id for f in current
+                                       if f.fragment_id not in keep])
+        except OSError as exc:  # lance reports a preempted commit as OSError
+            if "conflict" not in str(exc).lower():
                 raise
-            log.info("rewrite of deleted rows conflicted with another commit; planning again")
-            continue
-        return Rewrite(len(fragments), len(touched), deleted, time.monotonic() - began)
-    raise AssertionError("unreachable")  # the loop returns or raises
+            log.info("rewrite of deleted rows preempted by a concurrent commit; again")
+    raise RuntimeError(f"{uri}: files with deleted rows were still there after "
+                       f"{COMMIT_RETRIES} rewrites (concurrent commits); erase again")
 
 
 def drop_history(uri: str, rewrite: Rewrite) -> Purge:

@@ -11,7 +11,7 @@ import lance
 from memstack.operators.forget import resolve_events
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting.contract import AuditProbe, files_containing
-from memstack.pipelines.forgetting.duckdb_store import connection
+from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore, connection
 from memstack.pipelines.forgetting.lance_store import table_of
 from memstack.pipelines.stores.duckdb_shred import NO_COMPRESSION
 from memstack.pipelines.stores.lance_index import IndexPolicy
@@ -21,9 +21,10 @@ from tests.forget.stores import DuckDBUnderTest, LanceUnderTest
 SECRET = b"allergic to penicillin"
 
 
-def _plain_duckdb(path: Path) -> DuckDBUnderTest:
-    """A DuckDB store whose strings are stored uncompressed, so a byte search can see them."""
-    sut = DuckDBUnderTest(path)
+def _plain_duckdb(path: Path, *, compact: bool = False) -> DuckDBUnderTest:
+    """A DuckDB store whose strings are stored uncompressed, so a byte search can see them;
+    in-place erasure only unless ``compact``."""
+    sut = DuckDBUnderTest(path, compact=compact)
     connection(sut.store.index).execute(f"SET disabled_compression_methods = '{NO_COMPRESSION}'")
     return sut
 
@@ -53,6 +54,22 @@ def test_duckdb_delete_leaves_the_bytes_blank_and_shred_remove_them_in_place(
     kept = b"sailing regatta in Cascais"
     assert files_containing([str(path)], [kept])
     assert sut.store.index.counts()["records"] == records - 1
+
+
+def test_duckdb_offline_purge_also_rewrites_the_file_whole(tmp_path: Path) -> None:
+    """With the stores not in use (its own index), the purge ends with a full rewrite: stale
+    copies in shared blocks (the limit of in-place erasure) cannot survive it."""
+    events = memory()
+    path = tmp_path / "memstack.duckdb"
+    sut = _plain_duckdb(path, compact=True)
+    sut.load(events)
+    connection(sut.store.index).execute("CHECKPOINT")
+    inode = path.stat().st_ino
+    targets = resolve_events(event_request(events[1]), events)
+    report = sut.store.forget(targets)
+    assert report.physical["compacted"] == 1.0 and path.stat().st_ino != inode
+    assert sut.store.residuals(AuditProbe.of(targets)) == []
+    assert DuckDBForgetStore(path, index=sut.store.index)._compact is False  # never live
 
 
 def test_duckdb_hide_commits_at_once_and_keeps_everything_else(tmp_path: Path) -> None:
