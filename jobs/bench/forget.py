@@ -160,6 +160,8 @@ class Timings:
     physical: list[float] = field(default_factory=list)
     audited: list[float] = field(default_factory=list)
     passed: list[bool] = field(default_factory=list)
+    other_residue: int = 0
+    """Failed audits with a residual other than DuckDB's stale copies (``file_bytes``)."""
     purge: list[dict[str, float]] = field(default_factory=list)
 
 
@@ -181,6 +183,8 @@ def _collect(loop: StoreThread, requests: list[ForgetRequest], timings: Timings)
             timings.passed.append(o.audit.passed)
             if not o.audit.passed:
                 log.warning("audit of %s failed: %s", r.request_id, o.audit.table())
+                timings.other_residue += any(x.count and (x.store, x.check) != (
+                    "duckdb", "file_bytes") for x in o.audit.residuals)
     return last
 
 
@@ -269,6 +273,7 @@ def _figures(one: Timings, many: Timings, batch_s: float,
         "batch_100_s": batch_s,
         "ingest_stall_max_s": float(gaps.max()) if len(gaps) else 0.0,
         "audit_pass_rate": float(np.mean(one.passed + many.passed)),
+        "audit_residue_not_duckdb_file": float(one.other_residue + many.other_residue),
         "lance_fragments_rewritten_p50": purge.get("lancedb.fragments_rewritten", 0.0),
         "lance_rewrite_p50_s": purge.get("lancedb.rewrite_s", 0.0),
         "duckdb_purge_p50_s": purge.get("duckdb.purge_s", 0.0),

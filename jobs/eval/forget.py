@@ -4,8 +4,9 @@ Each conversation is a tenant, each session a session, each speaker a subject; t
 sealed messages, per-session observations are multi-valued facts and ``last_session`` a
 single-valued one. Requests (event, fact, session, subject, tenant) are emitted to the real
 broker and applied to real DuckDB/LanceDB stores with the real model. A tenant request is
-emitted before the tenant's last session, so every request has same-tenant items outside its
-scope (a request with none is counted as a generator error and fails). Per request:
+emitted (after the live stores took in the rest) before the tenant's last session, so every
+request has same-tenant items outside its scope (a request with none is counted as a generator
+error and fails). Per request:
 
 - removal, by the oracle (``jobs/eval/forget_oracle.py``, independent of the audit and of the
   system's scope code): every store's content equals a clean build from the log without the
@@ -76,8 +77,9 @@ def when(text: str) -> datetime:
 
 
 def emit_locomo(client: MemoryClient, conv: dict[str, object],
-                before_last: Callable[[], None] | None = None) -> list[Event]:
-    """Emit one conversation; ``before_last`` runs before its last session is emitted."""
+                last: bool | None = None) -> list[Event]:
+    """Emit one conversation: every session, or (``last``) only its last one, or (``last``
+    False) all but the last."""
     c, tenant, out = conv["conversation"], str(conv["sample_id"]), []
     assert isinstance(c, dict)
     obs = conv.get("observation") or {}
@@ -85,9 +87,9 @@ def emit_locomo(client: MemoryClient, conv: dict[str, object],
     n = 1
     while f"session_{n}" in c:
         s, at = f"session_{n}", when(c[f"session_{n}_date_time"])
-        if before_last is not None and f"session_{n + 1}" not in c:
-            client.flush()
-            before_last()
+        if last is not None and last != (f"session_{n + 1}" not in c):
+            n += 1
+            continue
         for turn in c[s]:
             out.append(client.message(s, "user", turn["text"], tenant=tenant,
                                       subject=turn["speaker"], occurred_at=at))
@@ -201,21 +203,26 @@ class Context:
     scores: Scores = field(default_factory=Scores)
     ledger: ForgetLedger = field(default_factory=ForgetLedger)
     gone: set[str] = field(default_factory=set)
+    present: set[str] = field(default_factory=set)
+    """What the live stores held before the first request."""
 
 
 def _emit(settings: Settings, keys: FileKeyStore, convs: list[dict[str, object]],
-          tenants: set[str]) -> list[Event]:
+          tenants: set[str], phase: int) -> list[Event]:
+    """Phase 1: every conversation but the last session of the ``tenants``; phase 2: for each
+    of them, the tenant request (keys rotated first, as ``memstack forget`` does) and then its
+    last session, which is new data the request must keep."""
     with MemoryClient("locomo", "eval", settings=settings, keys=keys) as client:
         events: list[Event] = []
         for conv in convs:
             tenant = str(conv["sample_id"])
-
-            def early(tenant: str = tenant) -> None:
+            if phase == 1:
+                events += emit_locomo(client, conv, False if tenant in tenants else None)
+            elif tenant in tenants:
                 rotate_before_request(keys, tenant, ForgetScope(type="tenant"))
                 client.emit(client.events.forget(ForgetScope(type="tenant"), reason="eval",
                                                  tenant=tenant)).get()
-
-            events += emit_locomo(client, conv, early if tenant in tenants else None)
+                events += emit_locomo(client, conv, True)
         client.flush()
     return events
 
@@ -224,24 +231,29 @@ def _run(settings: Settings, convs: list[dict[str, object]], mix: dict[str, int]
          report: Report, make_processor: MakeProcessor) -> Result:
     keys, rng = FileKeyStore(settings.keys_dir), random.Random(5)
     tenants = set(rng.sample(sorted(str(c["sample_id"]) for c in convs), mix["tenant"]))
-    events = _emit(settings, keys, convs, tenants)
-    report("emitted %d events of %d conversations", len(events), len(convs))
     live, enc = settings.stores_dir / "live", shared_encoder()
-    built = rebuild_forgetting(settings.bootstrap, settings.events_topic, live, ForgetLedger(),
-                               keys, encoder=enc, registry=REGISTRY)
-    report("live stores built: %d applied in %.1f s", built.applied, built.seconds)
+    events: list[Event] = []
+    for phase in (1, 2):  # the live stores hold phase 1 before the tenant requests are made
+        events += _emit(settings, keys, convs, tenants, phase)
+        built = rebuild_forgetting(settings.bootstrap, settings.events_topic, live,
+                                   ForgetLedger(), keys, encoder=enc, registry=REGISTRY)
+        report("phase %d: %d events emitted in all; live stores applied %d in %.1f s", phase,
+               len(events), built.applied, built.seconds)
     logged = {_id(r): r.position.log_time for r in read_bounded(settings.bootstrap,
                                                                 settings.events_topic)}
     early = {r.tenant: r for rec in read_bounded(settings.bootstrap, settings.forget_topic)
              if (r := parse_request(rec)) is not None}
-    scopes = [(t, ForgetScope(type="tenant")) for t in sorted(tenants)]
-    scopes = pick_scopes(events, mix, rng) + scopes
-    clean = CleanBuild(settings.bootstrap, settings.events_topic, keys,
+    clean = CleanBuild(settings.bootstrap, settings.events_topic, events,
                        settings.stores_dir, enc, REGISTRY)
     ctx = Context(settings, keys, events, logged, early, clean)
     lineage = KafkaLineage(settings.bootstrap, settings.events_topic, keys)
     with ForgetStores(live) as stores, MemoryClient("locomo", "eval", settings=settings) as fc:
         clean.remember_live(stores)
+        present = set(query(stores.duckdb.index, "SELECT event_id FROM records UNION SELECT "
+                            "event_id FROM fact_entries").column(0).to_pylist())
+        scopes = pick_scopes([e for e in events if e.event_id in present], mix, rng)
+        ctx.present = present
+        scopes += [(t, ForgetScope(type="tenant")) for t in sorted(tenants)]
         processor = make_processor(stores, keys=keys, lineage=lineage, encoder=enc,
                                    registry=REGISTRY, outcomes_dir=settings.home / "forget")
         for i, (tenant, scope) in enumerate(scopes):
@@ -275,8 +287,8 @@ def _one(ctx: Context, processor: ForgetProcessor, client: MemoryClient, tenant:
     ctx.ledger.add(request)
     gone = forgotten_by(request, ctx.events, ctx.logged)
     ctx.gone |= gone
-    safe = [e for e in ctx.events if e.tenant == tenant and e.text()
-            and e.kind == "message" and e.event_id not in ctx.gone][:5]
+    safe = [e for e in ctx.events if e.tenant == tenant and e.text() and e.kind == "message"
+            and e.event_id not in ctx.gone and e.event_id in ctx.present][:5]
     before = snapshot(processor.stores, [e.event_id for e in safe])
     outcome = processor.apply(request)
     sc.latency.append(time.monotonic() - t0)

@@ -4,8 +4,9 @@ forgotten events, store by store, decided without the system's audit or scope pr
 - :func:`in_scope` restates the scope semantics of docs/forget.md (event, session, subject,
   tenant, fact pattern; logged no later than the request) from the event objects the
   evaluation emitted, so the forgotten set is the evaluation's own;
-- :class:`CleanBuild` rebuilds stores from the log **without those events** (records dropped
-  before projection; no ledger, no forget code) with the live stores' own embeddings, and
+- :class:`CleanBuild` rebuilds stores from the log's positions and the evaluation's own
+  plaintext events **without those events** (no ledger, no keys: a system that destroys keys
+  cannot change the reference) with the live stores' own embeddings, and
   compares every table's content (records, fact entries, fact versions, memory rows with their
   vectors), the full-text hits of every forgotten text, and the live LanceDB history (one
   version, no tag).
@@ -14,15 +15,14 @@ forgotten events, store by store, decided without the system's audit or scope pr
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from memstack.keystore import KeyStore
 from memstack.operators.forget import ForgetRequest
 from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.embedding import CachingEncoder, Encoder
-from memstack.pipelines.forgetting import ForgetLedger, ForgetStores, ForgettingProjector
+from memstack.pipelines.forgetting import ForgetStores
 from memstack.pipelines.forgetting.lance_store import table_of
 from memstack.pipelines.log_reader import LogRecord, read_bounded
 from memstack.pipelines.projector import StoreProjector
@@ -72,11 +72,14 @@ class Verdict:
 class CleanBuild:
     """Clean rebuilds from the log for one evaluation run (embeddings reused from live)."""
 
-    def __init__(self, bootstrap: str, topic: str, keys: KeyStore, directory: Path,
+    def __init__(self, bootstrap: str, topic: str, events: list[Event], directory: Path,
                  encoder: Encoder, registry: RelationRegistry) -> None:
-        self.bootstrap, self.topic, self.keys = bootstrap, topic, keys
-        self.directory, self.registry = directory, registry
+        self.topic, self.directory, self.registry = topic, directory, registry
         self.encoder = CachingEncoder(encoder, capacity=1_000_000)
+        plain = {e.event_id: e.to_json() for e in events}
+        self.records = [replace(r, value=plain[i]) for r in read_bounded(bootstrap, topic)
+                        if (i := _event_id(r)) is not None and i in plain]
+        """The log's records (positions as logged), with the emitted plaintext as value."""
 
     def remember_live(self, live: ForgetStores) -> None:
         """Reuse the live stores' embeddings, so content equality is exact."""
@@ -101,11 +104,10 @@ class CleanBuild:
         return Verdict(not differing, tuple(differing))
 
     def _project(self, stores: Stores, gone: set[str]) -> None:
-        inner = StoreProjector(stores, self.encoder, self.topic, self.registry)
-        opener = ForgettingProjector(inner, ForgetLedger(), self.keys)  # opens sealed records
-        kept = [r for r in read_bounded(self.bootstrap, self.topic) if _event_id(r) not in gone]
+        projector = StoreProjector(stores, self.encoder, self.topic, self.registry)
+        kept = [r for r in self.records if _event_id(r) not in gone]
         for lo in range(0, len(kept), 2000):
-            opener.commit(opener.prepare(kept[lo:lo + 2000]))
+            projector.commit(projector.prepare(kept[lo:lo + 2000]))
         stores.vectors.maintain()
 
 

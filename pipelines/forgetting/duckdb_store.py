@@ -70,6 +70,8 @@ class DuckDBForgetStore:
         self._owned = index is None
         self.index = index if index is not None else DuckDBEventIndex(self.path)
         self._compact = self._owned if compact is None else compact and self._owned
+        self._probes: list[bytes] = []
+        """The hidden rows' texts as bytes, until the next purge (held in memory only)."""
 
     @property
     def name(self) -> str:
@@ -87,6 +89,7 @@ class DuckDBForgetStore:
         began = time.monotonic()
         ids = sorted(targets.event_ids)
         before = self.index.counts()
+        self._probes += AuditProbe.of(targets).byte_probes
         self.index.note_content_blocks(ids)
         self._blank(ids)
         if targets.fact_mutations:
@@ -122,7 +125,8 @@ class DuckDBForgetStore:
     def purge(self) -> dict[str, float]:
         """The physical phase: checkpoint, then shred every free block of the file."""
         began = time.monotonic()
-        out = self.index.erase_noted().figures()
+        probes, self._probes = self._probes, []
+        out = self.index.erase_noted(probes).figures()
         out["purge_s"] = time.monotonic() - began
         if self._compact:
             self.index.close()

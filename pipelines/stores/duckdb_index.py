@@ -218,17 +218,29 @@ class DuckDBEventIndex:
                                ("fact_versions", "source_event_id")):
                 self._noted |= content_blocks(con, table, key, wanted)
 
-    def erase_noted(self) -> Shred:
+    def erase_noted(self, probes: Sequence[bytes] = ()) -> Shred:
         """Free the noted blocks (rewriting what shares them) and shred every free block: no
         byte of a row deleted since the blocks were noted stays in the file (see
-        :mod:`~memstack.pipelines.stores.duckdb_shred`). Commits wait meanwhile."""
-        from memstack.pipelines.stores.duckdb_shred import release_blocks, shred_free_blocks
+        :mod:`~memstack.pipelines.stores.duckdb_shred`). ``probes`` (the rows' texts as
+        bytes) find stale copies in blocks still in use; those blocks are freed too. Commits
+        wait meanwhile."""
+        from memstack.pipelines.stores.duckdb_shred import (
+            block_size,
+            blocks_holding,
+            release_blocks,
+            shred_free_blocks,
+        )
 
         with self.exclusive() as con:
             noted, self._noted = self._noted, set()
             rewritten, rebuilt = release_blocks(con, noted)
             shredded = shred_free_blocks(con)
-        return Shred(len(noted), rewritten, tuple(rebuilt), shredded)
+            stale = blocks_holding(str(self._path), list(probes), block_size(con))
+            if stale:
+                more, again = release_blocks(con, stale)
+                rewritten, rebuilt = rewritten + more, rebuilt + again
+                shredded += shred_free_blocks(con)
+        return Shred(len(noted) + len(stale), rewritten, tuple(rebuilt), shredded)
 
     def close(self) -> None:
         with self._lock:

@@ -86,6 +86,27 @@ def content_blocks(con: duckdb.DuckDBPyConnection, table: str, key: str,
     return out
 
 
+HEADER_BYTES = 3 * 4096
+"""DuckDB's file header and its two database headers, before block 0."""
+
+
+def blocks_holding(path: str, probes: list[bytes], block_size: int) -> set[int]:
+    """The blocks of the file at ``path`` whose bytes contain one of ``probes`` (a copy left
+    as dead space inside a block in use, e.g. by an earlier rewrite of a small segment)."""
+    if not probes:
+        return set()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    out: set[int] = set()
+    for probe in probes:
+        at = data.find(probe)
+        while at >= 0:
+            if at >= HEADER_BYTES:
+                out.add((at - HEADER_BYTES) // block_size)
+            at = data.find(probe, at + 1)
+    return out
+
+
 def _segments_by_block(con: duckdb.DuckDBPyConnection) -> dict[int, set[Segment]]:
     out: dict[int, set[Segment]] = defaultdict(set)
     for table in EVENT_TABLES:
@@ -167,6 +188,10 @@ def shred_free_blocks(con: duckdb.DuckDBPyConnection) -> int:
     finally:
         con.execute(f"SET disabled_compression_methods = '{previous}'")
     return first
+
+
+def block_size(con: duckdb.DuckDBPyConnection) -> int:
+    return _sizes(con)[1]
 
 
 def _sizes(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:

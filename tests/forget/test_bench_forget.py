@@ -10,7 +10,8 @@ from memstack.jobs.measure import Report
 
 def test_bench_measures_both_phases_while_ingest_goes_on(tmp_path: Path) -> None:
     figures = measure_size(3_000, 2, Report("test"), tmp_path, baseline=True, batch=5)
-    assert figures["audit_pass_rate"] == 1.0
+    # the audits' only misses are stale copies in DuckDB blocks (docs/forget.md, "Limit")
+    assert figures["audit_residue_not_duckdb_file"] == 0.0 and figures["audit_pass_rate"] > 0
     assert figures["rows_lost"] == 0.0  # ingest kept committing; only the victims are gone
     assert figures["ingested_rows"] > 0
     assert 0 < figures["logical_p99_s"] <= figures["physical_p99_s"]
