@@ -67,6 +67,8 @@ class Verdict:
     equal: bool
     differing: tuple[str, ...]
     """Tables, ``text_hits`` or ``lance_history`` that differ from the clean build."""
+    preserved: bool
+    """The items to preserve are in the live stores exactly as in the clean build."""
 
 
 class CleanBuild:
@@ -88,7 +90,8 @@ class CleanBuild:
         if ids:
             self.encoder.remember(texts, live.lance.index.vectors_of(ids))
 
-    def compare(self, live: ForgetStores, gone: set[str], texts: list[str]) -> Verdict:
+    def compare(self, live: ForgetStores, gone: set[str], texts: list[str],
+                preserve: list[str]) -> Verdict:
         clean_dir = self.directory / "clean"
         shutil.rmtree(clean_dir, ignore_errors=True)
         with Stores.open(clean_dir) as clean:
@@ -98,10 +101,12 @@ class CleanBuild:
             differing = [t for t in want if t != "offsets" and want[t] != got.get(t)]
             if not _same_hits(live.stores, clean, texts):
                 differing.append("text_hits")
+            preserved = bool(preserve) and all(
+                _snapshot(live.stores, i) == _snapshot(clean, i) is not None for i in preserve)
         table = table_of(live.lance.index)
         if len(table.list_versions()) != 1 or list(table.tags.list()):
             differing.append("lance_history")
-        return Verdict(not differing, tuple(differing))
+        return Verdict(not differing, tuple(differing), preserved)
 
     def _project(self, stores: Stores, gone: set[str]) -> None:
         projector = StoreProjector(stores, self.encoder, self.topic, self.registry)
@@ -109,6 +114,16 @@ class CleanBuild:
         for lo in range(0, len(kept), 2000):
             projector.commit(projector.prepare(kept[lo:lo + 2000]))
         stores.vectors.maintain()
+
+
+def _snapshot(stores: Stores, event_id: str) -> object:
+    """An item's record, memory row and rounded vector (None when the record is absent)."""
+    record = stores.events.record(event_id)
+    if record is None:
+        return None
+    rows = stores.vectors.get([event_id])
+    vectors = stores.vectors.vectors_of([event_id]).round(4).tolist() if rows else []
+    return record, rows, vectors
 
 
 def _event_id(record: LogRecord) -> str | None:
