@@ -234,9 +234,10 @@ class DuckDBEventIndex:
         with self.exclusive() as con:
             noted, self._noted = self._noted, set()
             rewritten, rebuilt = release_blocks(con, noted)
-            shredded = shred_free_blocks(con)
-            stale = blocks_holding(str(self._path), list(probes), block_size(con))
-            if stale:
+            shredded, block = shred_free_blocks(con), block_size(con)
+        stale = blocks_holding(str(self._path), list(probes), block)  # commits go on
+        if stale:
+            with self.exclusive() as con:
                 more, again = release_blocks(con, stale)
                 rewritten, rebuilt = rewritten + more, rebuilt + again
                 shredded += shred_free_blocks(con)
