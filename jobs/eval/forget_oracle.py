@@ -133,15 +133,22 @@ def _event_id(record: LogRecord) -> str | None:
 
 
 def _same_hits(live: Stores, clean: Stores, texts: list[str]) -> bool:
-    """The full-text hits of every forgotten text are the clean build's."""
+    """The full-text hits of every forgotten text are the clean build's (ranks above the
+    last score returned: rows tied at the cut-off may come in either order)."""
     for text in texts[:16]:
         words = " ".join("".join(c if c.isalnum() else " " for c in text).split()[:32]) or "_"
         for tenant in _tenants(clean):
-            a = [h.row.memory_id for h in live.vectors.search_text(words, tenant=tenant, k=5)]
-            b = [h.row.memory_id for h in clean.vectors.search_text(words, tenant=tenant, k=5)]
-            if set(a) != set(b):
+            if _above_cut(live, words, tenant) != _above_cut(clean, words, tenant):
                 return False
     return True
+
+
+def _above_cut(stores: Stores, words: str, tenant: str) -> set[tuple[str, float]]:
+    hits = stores.vectors.search_text(words, tenant=tenant, k=6)
+    if not hits:
+        return set()
+    cut = min(h.score for h in hits)
+    return {(h.row.memory_id, round(h.score, 4)) for h in hits if h.score > cut + 1e-6}
 
 
 def _tenants(stores: Stores) -> list[str]:
