@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+UNLOCKED_TRIES = 2
 COMMIT_RETRIES = 8
 """A rewrite whose commit a concurrent one preempted (a delete, maintenance) is planned again."""
 
@@ -59,17 +62,20 @@ class Purge:
                 "versions_left": float(self.versions_left), "cleanup_s": self.seconds}
 
 
-def rewrite_deleted(uri: str, fragment_rows: int) -> Rewrite:
+def rewrite_deleted(uri: str, fragment_rows: int,
+                    exclusive: Callable[[], AbstractContextManager[object]]) -> Rewrite:
     """Rewrite the files of ``uri`` that have deleted rows, and no other.
 
     A concurrent commit (a delete of the next request, maintenance) can preempt the rewrite's
     commit; Lance then keeps the old files, so the plan is made again until no file that had
-    deleted rows at the start is left.
+    deleted rows at the start is left. After :data:`UNLOCKED_TRIES` preempted tries (a stream
+    of deletes), the rewrite runs inside ``exclusive()`` (the writer lock: commits wait for
+    the rewrite of the touched files only).
     """
     began = time.monotonic()
     first: set[int] | None = None
     fragments, deleted = 0, 0
-    for _ in range(COMMIT_RETRIES):
+    for tries in range(1, COMMIT_RETRIES + 1):
         ds = lance.dataset(uri)
         current = ds.get_fragments()
         touched = [f for f in current if f.deletion_file() is not None]
@@ -79,18 +85,29 @@ def rewrite_deleted(uri: str, fragment_rows: int) -> Rewrite:
         if not first & {f.fragment_id for f in touched}:
             return Rewrite(fragments, len(first), deleted, time.monotonic() - began)
         keep = {f.fragment_id for f in touched}
+        others = [f.fragment_id for f in current if f.fragment_id not in keep]
         try:
-            ds.optimize.compact_files(
-                target_rows_per_fragment=fragment_rows, materialize_deletions=True,
-                materialize_deletions_threshold=0.0,
-                excluded_fragment_ids=[f.fragment_id for f in current
-                                       if f.fragment_id not in keep])
+            if tries > UNLOCKED_TRIES:
+                with exclusive():
+                    _compact(lance.dataset(uri), fragment_rows, keep)
+            else:
+                _compact(ds, fragment_rows, keep, others)
         except OSError as exc:  # lance reports a preempted commit as OSError
             if "conflict" not in str(exc).lower():
                 raise
             log.info("rewrite of deleted rows preempted by a concurrent commit; again")
     raise RuntimeError(f"{uri}: files with deleted rows were still there after "
                        f"{COMMIT_RETRIES} rewrites (concurrent commits); erase again")
+
+
+def _compact(ds: Any, fragment_rows: int, keep: set[int],
+             others: list[int] | None = None) -> None:
+    """Compact the files ``keep`` of ``ds`` (deletions materialised), no other."""
+    if others is None:
+        others = [f.fragment_id for f in ds.get_fragments() if f.fragment_id not in keep]
+    ds.optimize.compact_files(
+        target_rows_per_fragment=fragment_rows, materialize_deletions=True,
+        materialize_deletions_threshold=0.0, excluded_fragment_ids=others)
 
 
 def drop_history(uri: str, rewrite: Rewrite) -> Purge:

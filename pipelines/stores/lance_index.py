@@ -195,7 +195,8 @@ class LanceVectorIndex:
         lock (an unverified file could be a batch being written)."""
         self._writable("purge_deleted")
         with self._compacting, translated("purge_deleted", self._dir):
-            rewritten = lance_files.rewrite_deleted(self._uri, self._policy.fragment_rows)
+            rewritten = lance_files.rewrite_deleted(self._uri, self._policy.fragment_rows,
+                                                    lambda: self._lock)
         with self._lock, translated("purge_deleted", self._dir):
             purge = lance_files.drop_history(self._uri, rewritten)
             self._table.checkout_latest()
@@ -205,7 +206,8 @@ class LanceVectorIndex:
     def maintain(self, *, force: bool = False) -> Maintenance:
         """Build missing indexes, retrain IVF_PQ on growth, refresh the others when due."""
         self._writable("maintain")
-        with self._lock, translated("maintain", self._dir):
+        # lock order: compacting, then writing (an erasure's rewrite may take the writer lock)
+        with self._compacting, self._lock, translated("maintain", self._dir):
             rows = self._table.count_rows()
             if rows == 0:
                 return Maintenance(0)
@@ -219,8 +221,7 @@ class LanceVectorIndex:
             grown = rows - self._refreshed_at
             due = grown >= max(p.refresh_min_rows, p.refresh_fraction * self._refreshed_at)
             if force or due:
-                with self._compacting:
-                    lance_files.optimize(self._table, self._uri, p)
+                lance_files.optimize(self._table, self._uri, p)
                 self._refreshed_at = rows
             self._forget_indexes()
         if built or force or due:
