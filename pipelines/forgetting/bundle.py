@@ -1,9 +1,10 @@
 """``ForgetStores``: the forgettable DuckDB and LanceDB stores of one stores directory.
 
-Owns the store handles while forgetting (DuckDB compaction swaps the file, so the handle is
-reopened); :attr:`stores` gives a :class:`Stores` bundle over the current handles for queries
-and projection. Requests already applied are recorded in ``forget_applied.json`` next to the
-stores, so ``memstack forget apply`` applies each request once.
+Opens its own store handles, or wraps the handles of an open :class:`Stores` (the live
+worker's: :meth:`ForgetStores.over`, left open on close); :attr:`stores` gives a
+:class:`Stores` bundle over the handles for queries and projection. Requests already
+applied are recorded in ``forget_applied.json`` next to the stores, so
+``memstack forget apply`` applies each request once.
 """
 
 from __future__ import annotations
@@ -26,14 +27,21 @@ APPLIED_FILE = "forget_applied.json"
 
 class ForgetStores:
     def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM,
-                 policy: IndexPolicy | None = None) -> None:
+                 policy: IndexPolicy | None = None, stores: Stores | None = None) -> None:
         self.directory = Path(directory)
-        self.duckdb = DuckDBForgetStore(self.directory / DUCKDB_FILE)
+        self.duckdb = DuckDBForgetStore(self.directory / DUCKDB_FILE,
+                                        index=stores.events if stores else None)
         try:
-            self.lance = LanceForgetStore(self.directory / LANCE_DIR, dim=dim, policy=policy)
+            self.lance = LanceForgetStore(self.directory / LANCE_DIR, dim=dim, policy=policy,
+                                          index=stores.vectors if stores else None)
         except BaseException:
             self.duckdb.close()
             raise
+
+    @classmethod
+    def over(cls, stores: Stores) -> ForgetStores:
+        """Forget in already open stores (closing this leaves them open)."""
+        return cls(stores.directory, stores=stores)
 
     @property
     def stores(self) -> Stores:
