@@ -182,10 +182,9 @@ def run_live(settings: Settings, options: RunOptions) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     projector, _ = open_projector(directory, settings, options.threads, options.batch_max)
     base = innermost(projector)
-    forgetting = _live_forgetting(settings, directory, projector)
     try:
         live = build_live_app(settings, options.live_config(), projector,
-                              forgetting=forgetting)
+                              forgetting=_live_forgetting(settings, directory, projector))
         if options.until_caught_up:
             live.stop_at = ends
             live.forget_stop_at = pending_offsets(settings.bootstrap, settings.forget_topic,
@@ -196,8 +195,7 @@ def run_live(settings: Settings, options: RunOptions) -> int:
                  time.monotonic() - started)
         code = run_worker(live)
     finally:
-        forgetting.close()  # the physical phase of requests already hidden
-        base.stores.close()
+        base.stores.close()  # the projector's current stores (a forget reopens them)
     log.info("live worker stopped (exit %d) after %.1f s: %d events applied, %d dead letters",
              code, time.monotonic() - started, live.processor.stats.applied,
              live.processor.stats.dead_letters)

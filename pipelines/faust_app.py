@@ -276,8 +276,7 @@ def _declare_hooks(live: LiveApp) -> None:
         applied = live.processor.applied_offsets()
         forgot = live.forgetting.next_offsets if live.forgetting is not None else {}
         if all(applied.get(p, 0) >= end for p, end in live.stop_at.items()) and all(
-                forgot.get(p, 0) >= end for p, end in (live.forget_stop_at or {}).items()) and (
-                live.forgetting is None or live.forgetting.idle()):
+                forgot.get(p, 0) >= end for p, end in (live.forget_stop_at or {}).items()):
             live.caught_up = True
             await log_progress(live)
             live.request_stop(f"caught up with the end offsets seen at start {dict(live.stop_at)}")

@@ -71,21 +71,8 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     from memstack.jobs.forget import audit
-    from memstack.pipelines.forgetting.phases import read_status
     from memstack.settings import Settings
 
-    settings = Settings.from_env()
-    report = audit(settings, args.request_id, args.stores)
-    status = read_status(settings.home / "forget", args.request_id)
-    phases = {} if status is None else {"phase": status.phase, "phases": {
-        p: t.isoformat() for p, t in status.reached.items()},
-        "phase_seconds": status.seconds()}
-    if args.json:
-        print(json.dumps({**json.loads(report.to_json()), **phases}))
-    else:
-        print(report.render())
-        if status is not None:
-            steps = ", ".join(f"{p} +{s:.2f} s" for p, s in status.seconds().items())
-            print(f"phase: {status.phase} (logged {status.reached['logged'].isoformat()}; "
-                  f"{steps})")
+    report = audit(Settings.from_env(), args.request_id, args.stores)
+    print(report.to_json() if args.json else report.render())
     return 0 if report.passed else 1

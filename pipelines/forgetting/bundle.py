@@ -1,10 +1,9 @@
 """``ForgetStores``: the forgettable DuckDB and LanceDB stores of one stores directory.
 
-Opens its own store handles, or wraps the handles of an open :class:`Stores` (the live
-worker's: :meth:`ForgetStores.over`, left open on close); :attr:`stores` gives a
-:class:`Stores` bundle over the handles for queries and projection. Requests already
-applied are recorded in ``forget_applied.json`` next to the stores, so
-``memstack forget apply`` applies each request once.
+Owns the store handles while forgetting (DuckDB compaction swaps the file, so the handle is
+reopened); :attr:`stores` gives a :class:`Stores` bundle over the current handles for queries
+and projection. Requests already applied are recorded in ``forget_applied.json`` next to the
+stores, so ``memstack forget apply`` applies each request once.
 """
 
 from __future__ import annotations
@@ -27,21 +26,14 @@ APPLIED_FILE = "forget_applied.json"
 
 class ForgetStores:
     def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM,
-                 policy: IndexPolicy | None = None, stores: Stores | None = None) -> None:
+                 policy: IndexPolicy | None = None) -> None:
         self.directory = Path(directory)
-        self.duckdb = DuckDBForgetStore(self.directory / DUCKDB_FILE,
-                                        index=stores.events if stores else None)
+        self.duckdb = DuckDBForgetStore(self.directory / DUCKDB_FILE)
         try:
-            self.lance = LanceForgetStore(self.directory / LANCE_DIR, dim=dim, policy=policy,
-                                          index=stores.vectors if stores else None)
+            self.lance = LanceForgetStore(self.directory / LANCE_DIR, dim=dim, policy=policy)
         except BaseException:
             self.duckdb.close()
             raise
-
-    @classmethod
-    def over(cls, stores: Stores) -> ForgetStores:
-        """Forget in already open stores (closing this leaves them open)."""
-        return cls(stores.directory, stores=stores)
 
     @property
     def stores(self) -> Stores:

@@ -107,18 +107,6 @@ class ForgetsFirst(Protocol):
     forgets_first: bool
 
 
-@runtime_checkable
-class TwoPhase(Protocol):
-    """A :class:`Forgettable` that forgets in two phases: :meth:`hide` commits the logical
-    erasure at once (no read returns the content); :meth:`purge` later removes the bytes of
-    every row hidden since the last purge (one pass for a whole batch of requests).
-    ``forget`` is ``hide`` then ``purge``. The processor calls ``forget`` on other stores."""
-
-    def hide(self, targets: Tombstones) -> ForgetReport: ...
-
-    def purge(self) -> dict[str, float]: ...
-
-
 def files_containing(paths: list[str], probes: list[bytes]) -> dict[str, int]:
     """For each file, how many of ``probes`` occur in its bytes (files with none left out)."""
     hits: dict[str, int] = {}

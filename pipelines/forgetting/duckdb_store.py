@@ -1,17 +1,15 @@
-"""Forgetting in the DuckDB event index: content blanked and rows deleted, free blocks shredded.
+"""Forgetting in the DuckDB event index: rows deleted, file checkpointed, then compacted.
 
-Measured (docs/forget.md): ``DELETE`` + ``CHECKPOINT`` leaves a deleted row's strings in its
-column segment (a delete only marks the row). ``UPDATE`` of a column makes the checkpoint write
-that column's segment of the row group anew and free the old blocks. So :meth:`hide` first
-blanks the content columns (text, payload, objects) of the rows it deletes, then deletes them,
-in transactions that commit at once (the logical phase); :meth:`purge` checkpoints and
-overwrites every free block (:meth:`DuckDBEventIndex.shred_free_blocks`). Nothing copies the
-file: the cost is the touched row groups' content columns and the free space.
+Measured (docs/forget.md): ``DELETE`` + ``CHECKPOINT`` leaves the deleted strings in the
+file's blocks, so every forget also rewrites the database into a fresh file
+(``COPY FROM DATABASE``) and swaps it in atomically. The compaction needs the file to itself:
+this adapter owns the :class:`DuckDBEventIndex` it opened and reopens it afterwards.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -28,19 +26,12 @@ from memstack.pipelines.forgetting.contract import (
     Residual,
     files_containing,
 )
-from memstack.pipelines.forgetting.duckdb_compact import compact_file
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 
 log = logging.getLogger(__name__)
 
 NAME = "duckdb"
 _US = timedelta(microseconds=1)
-_ROWS = (("records", "event_id"), ("fact_entries", "event_id"),
-         ("fact_versions", "source_event_id"))
-_BLANK = (("records", "event_id", "text = NULL, payload_json = ''"),
-          ("fact_entries", "event_id", "object = NULL"),
-          ("fact_versions", "source_event_id", "object = ''"))
-"""Per table, the content columns blanked before a delete (NOT NULL ones to '')."""
 MAX_AS_OF_TIMES = 16
 """As-of probes per audit, spread over the known times (the id checks cover every row)."""
 
@@ -52,26 +43,21 @@ def connection(index: DuckDBEventIndex) -> duckdb.DuckDBPyConnection:
 
 
 def query(index: DuckDBEventIndex, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-    """A read on the index's cursor for this thread (safe while the writer commits)."""
-    return index.read(sql, params)
+    cur = connection(index).cursor()
+    try:
+        table: pa.Table = cur.sql(sql, params=list(params)).to_arrow_table()
+        return table
+    finally:
+        cur.close()
 
 
 class DuckDBForgetStore:
-    """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one DuckDB file.
+    """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one DuckDB file."""
 
-    Opens its own index from ``path``, or works on ``index`` (the live worker's, left open).
-    With its own index (the stores are not in use), a purge also rewrites the file whole
-    (``compact``, default on then): see :mod:`~memstack.pipelines.forgetting.duckdb_compact`.
-    """
-
-    def __init__(self, path: Path, *, index: DuckDBEventIndex | None = None,
-                 compact: bool | None = None) -> None:
+    def __init__(self, path: Path, *, compact: bool = True) -> None:
         self.path = Path(path)
-        self._owned = index is None
-        self.index = index if index is not None else DuckDBEventIndex(self.path)
-        self._compact = self._owned if compact is None else compact and self._owned
-        self._probes: list[bytes] = []
-        """The hidden rows' texts as bytes, until the next purge (held in memory only)."""
+        self.index = DuckDBEventIndex(self.path)
+        self._compact = compact
 
     @property
     def name(self) -> str:
@@ -79,63 +65,61 @@ class DuckDBForgetStore:
 
     def forget(self, targets: Tombstones) -> ForgetReport:
         began = time.monotonic()
-        report = self.hide(targets)
-        physical = self.purge()
+        deleted = self.erase(targets)
+        physical = self.purge(AuditProbe.of(targets).byte_probes)
         physical["s"] = time.monotonic() - began
-        return ForgetReport(NAME, report.deleted, physical)
+        return ForgetReport(NAME, deleted, physical)
 
-    def hide(self, targets: Tombstones) -> ForgetReport:
-        """The logical phase: content blanked, fact versions recomputed, rows deleted."""
-        began = time.monotonic()
+    def erase(self, targets: Tombstones) -> dict[str, int]:
+        """Fact versions recomputed and entries dropped, then records by event id."""
         ids = sorted(targets.event_ids)
         before = self.index.counts()
-        self._probes += AuditProbe.of(targets).byte_probes
-        self.index.note_content_blocks(ids)
-        self._blank(ids)
         if targets.fact_mutations:
             self.index.apply(list(targets.fact_mutations), {}, topic="")
-        with self.index.exclusive() as con:
-            con.begin()
-            try:
-                for table, column in _ROWS:
-                    con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))",
-                                [ids])
-                con.commit()
-            except BaseException:
-                con.rollback()
-                raise
+        con = connection(self.index)
+        con.begin()
+        try:
+            for table, column in (("records", "event_id"), ("fact_entries", "event_id"),
+                                  ("fact_versions", "source_event_id")):
+                con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [ids])
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
         after = self.index.counts()
-        deleted = {t: before[t] - after[t] for t, _ in _ROWS}
-        return ForgetReport(NAME, deleted, {"hide_s": time.monotonic() - began})
+        return {t: before[t] - after[t] for t in ("records", "fact_entries", "fact_versions")}
 
-    def _blank(self, ids: list[str]) -> None:
-        """Overwrite the content columns of the rows about to go (their segments are then
-        rewritten by the next checkpoint instead of keeping the bytes under a delete mark)."""
-        with self.index.exclusive() as con:
-            con.begin()
-            try:
-                for table, column, sets in _BLANK:
-                    con.execute(f"UPDATE {table} SET {sets} WHERE {column} IN "
-                                "(SELECT unnest(?))", [ids])
-                con.commit()
-            except BaseException:
-                con.rollback()
-                raise
-
-    def purge(self) -> dict[str, float]:
-        """The physical phase: checkpoint, then shred every free block of the file."""
-        began = time.monotonic()
-        probes, self._probes = self._probes, []
-        out = self.index.erase_noted(probes).figures()
-        out["purge_s"] = time.monotonic() - began
+    def purge(self, probes: list[bytes]) -> dict[str, float]:
+        """CHECKPOINT; scan the file for the probes; compact into a fresh file."""
+        connection(self.index).execute("CHECKPOINT")
+        clean = not files_containing([str(self.path)], probes)
+        out = {"checkpoint_clean": float(clean), "compacted": 0.0}
         if self._compact:
-            self.index.close()
-            try:
-                compact_file(self.path)
-            finally:
-                self.index = DuckDBEventIndex(self.path)
-            out["compacted"], out["compact_s"] = 1.0, time.monotonic() - began - out["purge_s"]
+            t = time.monotonic()
+            self.compact()
+            out["compacted"], out["compact_s"] = 1.0, time.monotonic() - t
         return out
+
+    def compact(self) -> None:
+        """Rewrite the live rows into a fresh file and swap it in (free blocks are not kept)."""
+        self.index.close()
+        fresh = self.path.with_name(f".{self.path.name}.{os.getpid()}.compact")
+        fresh.unlink(missing_ok=True)
+        try:
+            con = duckdb.connect(str(fresh))
+            try:
+                con.execute(f"ATTACH '{self.path}' AS old (READ_ONLY)")
+                name = con.execute("SELECT current_database()").fetchone()
+                con.execute(f'COPY FROM DATABASE old TO "{name[0] if name else "main"}"')
+                con.execute("DETACH old")
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+            os.replace(fresh, self.path)
+            _fsync_dir(self.path.parent)
+        finally:
+            fresh.unlink(missing_ok=True)
+            self.index = DuckDBEventIndex(self.path)
 
     def residuals(self, probe: AuditProbe) -> list[Residual]:
         ids = sorted(probe.event_ids)
@@ -181,6 +165,13 @@ class DuckDBForgetStore:
             if found else []
 
     def close(self) -> None:
-        if self._owned:
-            self.index.close()
+        self.index.close()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 

@@ -1,23 +1,24 @@
 """Forgetting in the LanceDB memories table: rows, indexes and every old version.
 
 A Lance ``delete`` only writes a deletion file: the row stays in its data file, in every older
-version (``checkout`` brings it back) and in the index files. :meth:`LanceForgetStore.hide`
-deletes (the logical phase: no read returns the row from the next query on);
-:meth:`LanceForgetStore.purge` rewrites only the data files holding deleted rows, with the
-indexes remapped to the rewritten rows, then deletes tags and every older version and
-unreferenced file (:meth:`LanceVectorIndex.purge_deleted`).
+version (``checkout`` brings it back) and in the index files. ``optimize`` materialises
+deletions only above a threshold this API does not expose, so the purge rewrites the table
+(``add(mode="overwrite")`` of the surviving rows), rebuilds every index from the new files,
+deletes tags (a tagged version would keep the content) and removes every older version and
+unreferenced file (``optimize(cleanup_older_than=0, delete_unverified=True)``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import warnings
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import lancedb
 import numpy as np
-from lancedb.index import FTS
 
 from memstack.operators.forget import Tombstones
 from memstack.pipelines.forgetting.contract import (
@@ -26,13 +27,7 @@ from memstack.pipelines.forgetting.contract import (
     Residual,
     files_containing,
 )
-from memstack.pipelines.stores.lance_index import (
-    TABLE,
-    TEXT_INDEX,
-    IndexPolicy,
-    LanceVectorIndex,
-    quote,
-)
+from memstack.pipelines.stores.lance_index import TABLE, IndexPolicy, LanceVectorIndex, quote
 from memstack.schemas.rows import EMBEDDING_DIM
 
 log = logging.getLogger(__name__)
@@ -53,18 +48,12 @@ def id_filter(ids: list[str]) -> str:
 
 
 class LanceForgetStore:
-    """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one LanceDB dir.
-
-    Opens its own index from ``directory``, or works on ``index`` (the live worker's).
-    """
+    """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one LanceDB dir."""
 
     def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM,
-                 policy: IndexPolicy | None = None,
-                 index: LanceVectorIndex | None = None) -> None:
+                 policy: IndexPolicy | None = None) -> None:
         self.directory = Path(directory)
-        self._owned = index is None
-        self.index = index if index is not None else LanceVectorIndex(
-            self.directory, dim=dim, policy=policy)
+        self.index = LanceVectorIndex(self.directory, dim=dim, policy=policy)
 
     @property
     def name(self) -> str:
@@ -72,35 +61,39 @@ class LanceForgetStore:
 
     def forget(self, targets: Tombstones) -> ForgetReport:
         began = time.monotonic()
-        report = self.hide(targets)
+        deleted = {"memories": self.erase(targets)}
         physical = self.purge()
         physical["s"] = time.monotonic() - began
-        return ForgetReport(NAME, report.deleted, physical)
-
-    def hide(self, targets: Tombstones) -> ForgetReport:
-        """The logical phase: the rows deleted (a deletion file, committed at once)."""
-        began = time.monotonic()
-        deleted = self.erase(targets)
-        return ForgetReport(NAME, {"memories": deleted}, {"hide_s": time.monotonic() - began})
+        return ForgetReport(NAME, deleted, physical)
 
     def erase(self, targets: Tombstones) -> int:
-        return self.index.delete_events(sorted(targets.event_ids))
+        table = table_of(self.index)
+        ids = sorted(targets.event_ids)
+        present = 0
+        for chunk in _chunks(ids, 500):
+            where = id_filter(chunk)
+            n = int(table.count_rows(where))
+            if n:
+                table.delete(where)
+                present += n
+        return present
 
     def purge(self) -> dict[str, float]:
-        """The physical phase: rewrite the files holding deleted rows, drop every old version.
-
-        The full-text index is remapped, not rebuilt: its BM25 statistics (document count,
-        term frequencies) still count the forgotten rows, so rankings differ slightly from a
-        clean build. With its own index (the stores not in use) it is rebuilt too.
-        """
-        out = self.index.purge_deleted().figures()
-        if self._owned and self.index.count():
-            began = time.monotonic()
-            table_of(self.index).create_index("text", config=FTS(), name=TEXT_INDEX,
-                                              replace=True)
-            self.index.purge_deleted()  # drops the version holding the old index files
-            out["text_index_rebuilt_s"] = time.monotonic() - began
-        return out
+        """Rewrite the surviving rows, rebuild indexes, drop tags and every older version."""
+        table = table_of(self.index)
+        t = time.monotonic()
+        survivors = table.to_arrow()
+        table.add(survivors, mode="overwrite")
+        rewrite_s = time.monotonic() - t
+        self.index.maintain(force=True)
+        tags = list(table.tags.list())
+        for tag in tags:
+            table.tags.delete(tag)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "removes every version": intended
+            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        return {"rewrite_s": rewrite_s, "tags_deleted": float(len(tags)),
+                "versions_left": float(len(table.list_versions()))}
 
     def residuals(self, probe: AuditProbe) -> list[Residual]:
         out: list[Residual] = []

@@ -8,7 +8,6 @@ are sealed; sealed payloads are opened when the key still exists (fact patterns 
 from __future__ import annotations
 
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -63,13 +62,8 @@ class KafkaLineage:
         self.bootstrap, self.topic, self.keys = bootstrap, topic, keys
         self._next: dict[int, int] = {}
         self._by_tenant: dict[str, list[LogEntry]] = defaultdict(list)
-        self._lock = threading.Lock()  # the writer thread and the eraser's audits share it
 
     def refresh(self) -> int:
-        with self._lock:
-            return self._refresh()
-
-    def _refresh(self) -> int:
         stop = end_offsets(self.bootstrap, self.topic)
         n = 0
         for record in read_bounded(self.bootstrap, self.topic, self._next, stop):
@@ -81,9 +75,8 @@ class KafkaLineage:
         return n
 
     def entries(self, tenant: str) -> list[LogEntry]:
-        with self._lock:
-            self._refresh()
-            return list(self._by_tenant.get(tenant, ()))
+        self.refresh()
+        return list(self._by_tenant.get(tenant, ()))
 
     def reread(self, tenant: str) -> list[LogEntry]:
         """The tenant's entries read afresh (payload readability as of now), for audits."""

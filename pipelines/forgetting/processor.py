@@ -1,20 +1,17 @@
-"""``ForgetProcessor``: forget requests in two phases, then the audit.
+"""``ForgetProcessor``: apply one forget request to every store, destroy its keys, audit it.
 
-:meth:`ForgetProcessor.hide` (the logical phase, on the stores' writer thread): resolve the
-request along lineage (texts captured in memory for the audit) -> destroy the data keys of
-session/subject/tenant scopes (crypto-shredding) -> every store commits its logical erasure
-(those that read rows the others erase, :class:`ForgetsFirst`, first). From then on no read
-returns the content. :meth:`ForgetProcessor.erase` (the physical phase, any thread, for any
-number of hidden requests at once): every :class:`TwoPhase` store removes the bytes once for
-the whole batch -> each request is audited. Each phase is recorded without content under
-``<home>/forget/<request_id>.json`` (:mod:`memstack.pipelines.forgetting.phases`).
-:meth:`ForgetProcessor.apply` does both for one request.
+Order: resolve (targets along lineage, texts captured in memory) -> destroy the data keys of
+session/subject/tenant scopes (crypto-shredding: the log becomes unreadable for the scope) ->
+every :class:`Forgettable` erases logically and physically (those that read rows the others
+erase, :class:`ForgetsFirst`, first) -> audit. The outcome is persisted
+without content (ids and counts only) under ``<home>/forget/<request_id>.json``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import threading
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memstack.keystore import KeyStore
-from memstack.operators.forget import ForgetRequest, Tombstones
+from memstack.operators.forget import ForgetRequest
 from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.audit import AuditReport, audit
@@ -32,14 +29,11 @@ from memstack.pipelines.forgetting.contract import (
     ForgetReport,
     ForgetsFirst,
     Forgettable,
-    Residual,
-    TwoPhase,
 )
 from memstack.pipelines.forgetting.duckdb_store import query
 from memstack.pipelines.forgetting.keys import destroy_for
 from memstack.pipelines.forgetting.lance_store import MAX_SEARCHED_TEXTS, table_of
 from memstack.pipelines.forgetting.lineage import KafkaLineage, Lineage
-from memstack.pipelines.forgetting.phases import ForgetStatus
 from memstack.pipelines.forgetting.resolve import Resolved, resolve
 from memstack.pipelines.stores.lance_index import quote
 
@@ -55,7 +49,6 @@ class ForgetOutcome:
     reports: tuple[ForgetReport, ...]
     audit: AuditReport
     seconds: dict[str, float] = field(default_factory=dict)
-    status: ForgetStatus | None = None
 
     def summary(self) -> dict[str, Any]:
         """Ids and counts only: safe to persist (no forgotten content)."""
@@ -66,21 +59,6 @@ class ForgetOutcome:
                            for r in self.reports},
                 "audit": self.audit.table(), "notes": self.audit.notes,
                 "seconds": self.seconds}
-
-
-@dataclass
-class Hidden:
-    """A request past its logical phase, waiting for the physical one (content in memory)."""
-
-    resolved: Resolved
-    keys_destroyed: tuple[str, ...]
-    reports: dict[str, ForgetReport]
-    status: ForgetStatus
-    seconds: dict[str, float]
-
-    @property
-    def request(self) -> ForgetRequest:
-        return self.resolved.targets.request
 
 
 class ForgetProcessor:
@@ -97,72 +75,30 @@ class ForgetProcessor:
         self.registry = registry or RelationRegistry()
         self.extra = list(extra)
         self.outcomes_dir = outcomes_dir
-        self._hiding = threading.RLock()
-        """Held while hiding; an audit takes it to read stores that are not thread-safe (the
-        session state, the weights) so they never see a removal half done."""
 
     def forgettables(self) -> list[Forgettable]:
         return self.stores.forgettables() + self.extra
 
     def apply(self, request: ForgetRequest) -> ForgetOutcome:
-        """Both phases and the audit, for one request."""
-        return self.erase([self.hide(request)])[0]
-
-    def hide(self, request: ForgetRequest) -> Hidden:
-        """The logical phase: resolve, destroy keys, every store commits its erasure."""
-        with self._hiding:
-            return self._hide(request)
-
-    def _hide(self, request: ForgetRequest) -> Hidden:
         t0 = time.monotonic()
-        status = ForgetStatus(request.request_id, request.describe())
-        status.reach("logged", request.log_time)
         resolved = resolve(request, self.stores.duckdb.index, self.stores.lance.index,
                            self.lineage, self.registry)
+        probe = self.probe(resolved)
         t1 = time.monotonic()
-        destroyed = tuple(self._destroy_keys(request))
-        reports = {s.name: (s.hide(resolved.targets) if isinstance(s, TwoPhase)
-                            else s.forget(resolved.targets)) for s in self._in_order()}
-        status.reach("invisible")
-        status.save(self.outcomes_dir)
+        destroyed = self._destroy_keys(request)
+        reports = tuple(store.forget(resolved.targets) for store in self._in_order())
         t2 = time.monotonic()
-        log.info("hid %s: %d event(s) in %.2f s", request.describe(),
-                 len(resolved.targets.event_ids), t2 - t0)
-        return Hidden(resolved, destroyed, reports, status,
-                      {"resolve": t1 - t0, "hide": t2 - t1})
-
-    def erase(self, batch: Sequence[Hidden]) -> list[ForgetOutcome]:
-        """The physical phase for every request of ``batch`` at once, then each one's audit."""
-        if not batch:
-            return []
-        t0 = time.monotonic()
-        purged = {s.name: s.purge() for s in self.forgettables() if isinstance(s, TwoPhase)}
-        erased_s = time.monotonic() - t0
-        for hidden in batch:
-            hidden.status.reach("erased")
-            hidden.status.save(self.outcomes_dir)
-        return [self._audited(h, purged, erased_s, len(batch)) for h in batch]
-
-    def _audited(self, hidden: Hidden, purged: dict[str, dict[str, float]], erased_s: float,
-                 batch: int) -> ForgetOutcome:
-        t0 = time.monotonic()
-        report = self.audit(self.probe(hidden.resolved))
-        hidden.status.reach("audited")
-        self.stores.mark_applied(hidden.request.request_id)
-        targets = hidden.resolved.targets
-        reports = tuple(ForgetReport(r.store, r.deleted, {**r.physical,
-                                                         **purged.get(name, {}),
-                                                         "batch": float(batch)})
-                        for name, r in hidden.reports.items())
-        seconds = {**hidden.seconds, "erase": erased_s, "audit": time.monotonic() - t0}
-        seconds["total"] = sum(seconds.values())
-        outcome = ForgetOutcome(hidden.request, len(targets.event_ids), len(targets.fact_keys),
-                                hidden.keys_destroyed, reports, report, seconds, hidden.status)
-        hidden.status.facts = outcome.summary()
-        hidden.status.save(self.outcomes_dir)
-        log.info("forgot %s: %d event(s), %d key(s) destroyed, audit %s; phases %s",
-                 hidden.request.describe(), outcome.events, len(hidden.keys_destroyed),
-                 "pass" if report.passed else "FAIL", hidden.status.seconds())
+        report = self.audit(probe)
+        t3 = time.monotonic()
+        self.stores.mark_applied(request.request_id)
+        outcome = ForgetOutcome(request, len(resolved.targets.event_ids),
+                                len(resolved.targets.fact_keys), tuple(destroyed), reports,
+                                report, {"resolve": t1 - t0, "erase": t2 - t1,
+                                         "audit": t3 - t2, "total": t3 - t0})
+        self._persist(outcome)
+        log.info("forgot %s: %d event(s), %d key(s) destroyed, audit %s in %.2f s",
+                 request.describe(), outcome.events, len(destroyed),
+                 "pass" if report.passed else "FAIL", t3 - t0)
         return outcome
 
     def _in_order(self) -> list[Forgettable]:
@@ -172,8 +108,7 @@ class ForgetProcessor:
         return first + [s for s in stores if s not in first]
 
     def probe(self, resolved: Resolved) -> AuditProbe:
-        """What the audit searches for; texts also said by surviving rows are left out (built
-        after the erasure, off the logical phase's path: it scans every text)."""
+        """What the audit searches for; texts also said by surviving rows are left out."""
         targets = resolved.targets
         shared = shared_texts(self.stores, targets.texts, targets.event_ids)
         texts = [t for t in targets.texts if t not in shared]
@@ -186,31 +121,19 @@ class ForgetProcessor:
         entries = None
         if isinstance(self.lineage, KafkaLineage):
             entries = self.lineage.reread(probe.request.tenant)
-        stores = [s if isinstance(s, TwoPhase) else _Serialized(s, self._hiding)
-                  for s in self.forgettables()]
-        return audit(probe, stores, entries)
+        return audit(probe, self.forgettables(), entries)
 
     def _destroy_keys(self, request: ForgetRequest) -> list[str]:
         return [] if self.keys is None else destroy_for(self.keys, request)
 
-
-class _Serialized:
-    """A store whose audit reads wait for any hide in progress (see ``_hiding``)."""
-
-    def __init__(self, store: Forgettable, lock: threading.RLock) -> None:
-        self.store, self.lock = store, lock
-
-    @property
-    def name(self) -> str:
-        return self.store.name
-
-    def forget(self, targets: Tombstones) -> ForgetReport:
-        with self.lock:
-            return self.store.forget(targets)
-
-    def residuals(self, probe: AuditProbe) -> list[Residual]:
-        with self.lock:
-            return self.store.residuals(probe)
+    def _persist(self, outcome: ForgetOutcome) -> None:
+        if self.outcomes_dir is None:
+            return
+        self.outcomes_dir.mkdir(parents=True, exist_ok=True)
+        path = self.outcomes_dir / f"{outcome.request.request_id}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(outcome.summary(), indent=2, default=str))
+        os.replace(tmp, path)
 
 
 def shared_texts(stores: ForgetStores, texts: Sequence[str], ids: frozenset[str]) -> set[str]:

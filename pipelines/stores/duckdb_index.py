@@ -11,8 +11,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,6 @@ from memstack.pipelines.stores.duckdb_schema import (
     q,
     translated,
 )
-from memstack.pipelines.stores.duckdb_shred import Shred
 from memstack.pipelines.stores.errors import StoreNotFoundError, StoreReadOnlyError
 from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
 
@@ -99,7 +97,6 @@ class DuckDBEventIndex:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
-        self._noted: set[int] = set()
         if read_only and not self._path.exists():
             raise StoreNotFoundError(f"no DuckDB index at {self._path}; run the pipeline first")
         self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,52 +194,6 @@ class DuckDBEventIndex:
         log.info("published DuckDB snapshot %s", target)
         return target
 
-    @contextmanager
-    def exclusive(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The writer connection, with no batch committing meanwhile (erasure, maintenance).
-
-        Hold it briefly: the live worker's commits wait for it.
-        """
-        self._writable("exclusive")
-        with self._lock, translated("exclusive", str(self._path)):
-            yield self._con
-
-    def note_content_blocks(self, ids: Sequence[str]) -> None:
-        """Remember the blocks holding the content of rows ``ids`` (call before deleting
-        them): :meth:`erase_noted` frees and shreds them."""
-        from memstack.pipelines.stores.duckdb_shred import content_blocks
-
-        wanted = sorted(set(ids))
-        with self.exclusive() as con:
-            for table, key in (("records", "event_id"), ("fact_entries", "event_id"),
-                               ("fact_versions", "source_event_id")):
-                self._noted |= content_blocks(con, table, key, wanted)
-
-    def erase_noted(self, probes: Sequence[bytes] = ()) -> Shred:
-        """Free the noted blocks (rewriting what shares them) and shred every free block: no
-        byte of a row deleted since the blocks were noted stays in the file (see
-        :mod:`~memstack.pipelines.stores.duckdb_shred`). ``probes`` (the rows' texts as
-        bytes) find stale copies in blocks still in use; those blocks are freed too. Commits
-        wait meanwhile."""
-        from memstack.pipelines.stores.duckdb_shred import (
-            block_size,
-            blocks_holding,
-            release_blocks,
-            shred_free_blocks,
-        )
-
-        with self.exclusive() as con:
-            noted, self._noted = self._noted, set()
-            rewritten, rebuilt = release_blocks(con, noted)
-            shredded, block = shred_free_blocks(con), block_size(con)
-        stale = blocks_holding(str(self._path), list(probes), block)  # commits go on
-        if stale:
-            with self.exclusive() as con:
-                more, again = release_blocks(con, stale)
-                rewritten, rebuilt = rewritten + more, rebuilt + again
-                shredded += shred_free_blocks(con)
-        return Shred(len(noted) + len(stale), rewritten, tuple(rebuilt), shredded)
-
     def close(self) -> None:
         with self._lock:
             for cur in self._cursors:
@@ -272,11 +223,6 @@ class DuckDBEventIndex:
     def _query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         with translated("query", str(self._path)):
             return self._cursor().sql(sql, params=list(params)).to_arrow_table()
-
-    def read(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        """A read-only SQL query on this thread's cursor (an MVCC snapshot; safe while
-        another thread commits)."""
-        return self._query(sql, params)
 
     def applied_offsets(self, topic: str) -> dict[int, int]:
         table = self._query(

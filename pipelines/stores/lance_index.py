@@ -23,7 +23,7 @@ import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree, IvfPq
 
 from memstack.operators.mutations import MemoryRow
-from memstack.pipelines.stores import arrow, lance_files
+from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.base import Maintenance, MemoryHit, MergeResult, Vectors
 from memstack.pipelines.stores.errors import (
     EmbeddingShapeError,
@@ -82,8 +82,6 @@ class LanceVectorIndex:
         self._read_only = read_only
         self._policy = policy or IndexPolicy()
         self._lock = threading.Lock()
-        self._compacting = threading.Lock()
-        """Held by whoever compacts data files (maintenance, erasure): one at a time."""
         self._schema = memories_schema(dim)
         # searches fetch every column but the embedding (ranking needs only the scores)
         self._columns = [n for n in self._schema.names if n != "vector"]
@@ -145,17 +143,13 @@ class LanceVectorIndex:
             return MergeResult(self.version, 0, 0)
         keep = list(first.values())
         data = arrow.memories_table([rows[i] for i in keep], vectors[keep], self._dim)
-        inserted = updated = 0
-        step = self._policy.fragment_rows  # one file per chunk: erasure rewrites files
         with self._lock, translated("merge", self._dir):
-            for lo in range(0, data.num_rows, step):
-                result = (self._table.merge_insert("memory_id").when_not_matched_insert_all()
-                          .execute(data.slice(lo, step)))
-                inserted += int(result.num_inserted_rows)
-                updated += int(result.num_updated_rows)
+            result = (self._table.merge_insert("memory_id").when_not_matched_insert_all()
+                      .execute(data))
         if maintain:
             self.maintain()
-        return MergeResult(int(result.version), inserted, updated)
+        return MergeResult(int(result.version), int(result.num_inserted_rows),
+                           int(result.num_updated_rows))
 
     def delete(self, memory_ids: Iterable[str]) -> int:
         """Delete rows by id (the newest version only; old versions are the forget job's)."""
@@ -170,44 +164,10 @@ class LanceVectorIndex:
                 self._table.delete(where)
         return int(present)
 
-    def delete_events(self, event_ids: Sequence[str]) -> int:
-        """Delete the rows of ``event_ids`` (a deletion file; :meth:`purge_deleted` erases)."""
-        self._writable("delete")
-        deleted = 0
-        for lo in range(0, len(event_ids), 500):
-            chunk = event_ids[lo:lo + 500]
-            where = f"event_id IN ({', '.join(quote(i) for i in chunk)})"
-            with self._lock, translated("delete", self._dir):
-                present = int(self._table.count_rows(where))
-                if present:
-                    self._table.delete(where)
-            deleted += present
-        return deleted
-
-    @property
-    def _uri(self) -> str:
-        return str(self._dir / f"{TABLE}.lance")
-
-    def purge_deleted(self) -> lance_files.Purge:
-        """Erase deleted rows for good: rewrite only the data files holding them (indexes
-        remapped, not retrained), then drop tags and every older version and unreferenced
-        file. Appends may commit while the files are rewritten; the cleanup holds the writer
-        lock (an unverified file could be a batch being written)."""
-        self._writable("purge_deleted")
-        with self._compacting, translated("purge_deleted", self._dir):
-            rewritten = lance_files.rewrite_deleted(self._uri, self._policy.fragment_rows,
-                                                    lambda: self._lock)
-        with self._lock, translated("purge_deleted", self._dir):
-            purge = lance_files.drop_history(self._uri, rewritten)
-            self._table.checkout_latest()
-            self._forget_indexes()
-        return purge
-
     def maintain(self, *, force: bool = False) -> Maintenance:
         """Build missing indexes, retrain IVF_PQ on growth, refresh the others when due."""
         self._writable("maintain")
-        # lock order: compacting, then writing (an erasure's rewrite may take the writer lock)
-        with self._compacting, self._lock, translated("maintain", self._dir):
+        with self._lock, translated("maintain", self._dir):
             rows = self._table.count_rows()
             if rows == 0:
                 return Maintenance(0)
@@ -221,7 +181,7 @@ class LanceVectorIndex:
             grown = rows - self._refreshed_at
             due = grown >= max(p.refresh_min_rows, p.refresh_fraction * self._refreshed_at)
             if force or due:
-                lance_files.optimize(self._table, self._uri, p)
+                self._table.optimize(cleanup_older_than=p.keep_versions_for)
                 self._refreshed_at = rows
             self._forget_indexes()
         if built or force or due:

@@ -41,9 +41,6 @@ class IndexPolicy:
     text_overfetch_cost: float = 25.0
     """Rank rows of all tenants only when the tenant has this many rows per row ranked: the
     prefilter scores each of the tenant's rows (~0.17 us), ranking reads each row (~4 us)."""
-    fragment_rows: int = 8192
-    """Rows per data file (writes are split, compaction merges up to it): an erasure rewrites
-    only the files holding the forgotten rows, so this bounds its cost (docs/forget.md)."""
     keep_versions_for: timedelta = timedelta(hours=1)
     index_check_every: float = 5.0
     """Seconds a reader trusts its cached list of built indexes (the writer refreshes it

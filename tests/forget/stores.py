@@ -15,8 +15,8 @@ from memstack.pipelines.stores.lance_index import IndexPolicy, quote
 
 
 class DuckDBUnderTest:
-    def __init__(self, path: Path, *, compact: bool = True) -> None:
-        self.store = DuckDBForgetStore(path, compact=compact)
+    def __init__(self, path: Path) -> None:
+        self.store = DuckDBForgetStore(path)
 
     def load(self, events: Sequence[LoggedEvent]) -> None:
         self.store.index.apply(IndexOperator().apply_batch(events), {}, topic="t")

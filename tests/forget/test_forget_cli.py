@@ -35,9 +35,6 @@ def test_request_apply_audit_from_the_command_line(
     assert main(["forget", "audit", request_id, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["passed"] and report["notes"]["log_shredded"] == 1
-    assert report["phase"] == "audited" and list(report["phases"]) == [
-        "logged", "invisible", "erased", "audited"]
-    assert 0 <= report["phase_seconds"]["invisible"] <= report["phase_seconds"]["audited"]
     assert main(["forget", "apply"]) == 0 and capsys.readouterr().out == ""
     assert main(["forget", "audit", "01a227ce-0000-7000-8000-000000000000"]) == 2
     rows = rebuild_forgetting(topics.bootstrap, topics.events_topic, topics.home / "again",
