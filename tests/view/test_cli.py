@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from memstack.cli import main
-from memstack.infra.net import free_port_pair
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.serve import create_app
 from memstack.pipelines.stores.bundle import Stores
 from memstack.view.keys import ApiKeys
+from tests.view.serving import serve_in_thread
 
 KEY = "cli-test-key-1"
 
@@ -71,19 +68,10 @@ def test_cli_reports_bad_input(capsys: pytest.CaptureFixture[str], scenario_dir:
 
 @pytest.fixture(scope="module")
 def server(stores: Stores, encoder: MiniLMEncoder) -> Iterator[str]:
-    port = free_port_pair()[0]
     app = create_app(lambda: stores, keys=ApiKeys.parse([f"{KEY}:acme"], "test"),
                      encoder=encoder)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(app) as url:
+        yield url
 
 
 @pytest.mark.parametrize(("valid", "known", "expected"), CASES)

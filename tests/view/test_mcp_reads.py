@@ -7,23 +7,20 @@ mounted at ``/mcp`` on the read service (streamable HTTP, tenant from the API ke
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from mcp import ClientSession
 
-from memstack.infra.net import free_port_pair
 from memstack.mcp.http import mount_mcp
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.serve import create_app
 from memstack.pipelines.stores.bundle import Stores
 from memstack.view.keys import ApiKeys
 from tests.mcp.driver import TOOLS, call, fails, over_http, over_stdio
+from tests.view.serving import serve_in_thread
 
 KEY = "mcp-read-key-1"
 BOTH = "mcp-both-key-1"
@@ -34,18 +31,8 @@ def url(stores: Stores, encoder: MiniLMEncoder) -> Iterator[str]:
     keys = ApiKeys.parse([f"{KEY}:acme", f"{BOTH}:acme", f"{BOTH}:other"], "test")
     app = create_app(lambda: stores, keys=keys, encoder=encoder)
     mount_mcp(app, keys.tenants_of)
-    port = free_port_pair()[0]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(app) as base:
+        yield base
 
 
 async def _ask_the_scenario(session: ClientSession) -> None:

@@ -7,13 +7,10 @@ own types, and HTTP errors into typed errors carrying the service's detail.
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
 import pytest
-import uvicorn
 
 from memstack.infra.net import free_port_pair
 from memstack.pipelines.embedding import MiniLMEncoder
@@ -28,26 +25,17 @@ from memstack.service_types import (
 )
 from memstack.view.keys import ApiKeys
 from memstack.view.types import Context, FactsAnswer, SearchAnswer
+from tests.view.serving import serve_in_thread
 
 KEY = "client-test-key-1"
 
 
 @pytest.fixture(scope="module")
 def url(stores: Stores, encoder: MiniLMEncoder) -> Iterator[str]:
-    port = free_port_pair()[0]
     app = create_app(lambda: stores, keys=ApiKeys.parse([f"{KEY}:acme"], "test"),
                      encoder=encoder)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(app) as url:
+        yield url
 
 
 def test_reads_parse_into_the_query_types(url: str) -> None:
