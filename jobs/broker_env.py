@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from tempfile import TemporaryDirectory
 
 from memstack.infra.broker import KafkaBroker
-from memstack.infra.net import request_metadata
-from memstack.infra.topics import ensure_topics
+from memstack.infra.net import admin_client, request_metadata
+from memstack.infra.topics import ensure_topics, topic_specs
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -32,3 +35,25 @@ def broker_for(settings: Settings, report: object = None) -> Iterator[Settings]:
     finally:
         if started is not None:
             started.stop()
+
+
+@contextmanager
+def scratch_deployment(base: Settings) -> Iterator[Settings]:
+    """Settings of a throw-away deployment for one benchmark run: a temporary home, a fresh
+    topic prefix on ``base``'s broker (started here if none answers), topics deleted after."""
+    with TemporaryDirectory(prefix="memstack-bench-") as home:
+        wanted = base.with_(home=Path(home), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}")
+        with broker_for(wanted) as settings:  # a broker started here is stopped at the end
+            try:
+                yield settings
+            finally:
+                delete_topics(settings, [t.name for t in topic_specs(settings.topic_prefix)])
+
+
+def delete_topics(settings: Settings, names: list[str]) -> None:
+    """Delete ``names``, ignoring any failure (cleanup must not hide a run's result)."""
+    try:
+        with admin_client(settings.bootstrap) as admin:
+            admin.delete_topics(names, raise_errors=False)
+    except Exception:  # cleanup must not hide the result
+        log.warning("could not delete topics %s at %s", names, settings.bootstrap)

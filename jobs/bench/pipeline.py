@@ -30,19 +30,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memstack.builders import Defaults, EventBuilder
 from memstack.jobs.bench.workload import mix, texts_of
-from memstack.jobs.broker_env import broker_for
+from memstack.jobs.broker_env import scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.log_reader import LogRecord
@@ -172,17 +169,9 @@ class Workload:
 
 
 def run(quick: bool, report: Report) -> Result:
-    from memstack.infra.topics import topic_specs
-
-    base = Settings.from_env()
     burst, paced = (600, 200) if quick else (5000, 3000)
-    with TemporaryDirectory(prefix="memstack-bench-") as home:
-        wanted = base.with_(home=Path(home), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}")
-        with broker_for(wanted) as settings:  # a broker started here is stopped at the end
-            try:
-                return _measure(settings, Workload.build(burst, paced), report)
-            finally:
-                _delete(settings, [t.name for t in topic_specs(settings.topic_prefix)])
+    with scratch_deployment(Settings.from_env()) as settings:
+        return _measure(settings, Workload.build(burst, paced), report)
 
 
 def _embed_rates(encode: Callable[[list[str]], object], work: Workload) -> dict[int, float]:
@@ -318,12 +307,3 @@ def _paced(client: MemoryClient, timed: Timed, outcome: dict[str, float], events
     report("freshness at %.1f events/s: p50 %.3f s, p99 %.3f s, max %.3f s", rate,
            outcome["p50"], outcome["p99"], outcome["max"])
 
-
-def _delete(settings: Settings, names: list[str]) -> None:
-    from memstack.infra.net import admin_client
-
-    try:
-        with admin_client(settings.bootstrap) as admin:
-            admin.delete_topics(names, raise_errors=False)
-    except Exception:  # cleanup must not hide the result
-        pass

@@ -27,18 +27,14 @@ import signal
 import statistics
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import Any
 
 import httpx
 import numpy as np
 
-from memstack.jobs.bench.pipeline import _delete
-from memstack.jobs.broker_env import broker_for
+from memstack.jobs.broker_env import scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.schemas.ids import uuid7
 from memstack.settings import Settings
@@ -151,17 +147,9 @@ def _readers_alone(client: httpx.Client, seconds: float) -> tuple[float, float]:
 
 
 def run(quick: bool, report: Report) -> Result:
-    from memstack.infra.topics import topic_specs
-
-    base = Settings.from_env()
     burst, paced = (256, 60) if quick else (1024, 300)
-    with TemporaryDirectory(prefix="memstack-bench-") as home:
-        wanted = base.with_(home=Path(home), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}")
-        with broker_for(wanted) as settings:  # a broker started here is stopped at the end
-            try:
-                return _measure(settings, burst, paced, report)
-            finally:
-                _delete(settings, [t.name for t in topic_specs(settings.topic_prefix)])
+    with scratch_deployment(Settings.from_env()) as settings:
+        return _measure(settings, burst, paced, report)
 
 
 def _measure(settings: Settings, burst: int, paced: int, report: Report) -> Result:
