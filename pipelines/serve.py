@@ -99,8 +99,16 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
         add_service_routes(app)
     _errors(app)
     app.get("/healthz", tags=["service"])(_health)
+    _mount_inspector(app)
     _mount_mcp(app, grants, mcp_host)
     return app
+
+
+def _mount_inspector(app: FastAPI) -> None:
+    """The memory inspector at ``/ui`` and its read routes (docs/inspector.md)."""
+    from memstack.pipelines.service.inspector import add_inspector
+
+    add_inspector(app)
 
 
 def _mount_mcp(app: FastAPI, grants: ApiKeys, host: str) -> None:
@@ -161,17 +169,22 @@ class Reader:
     request: Request
 
     def run(self, query: Q) -> Any:
+        heavy = query.op in ("search", "context")
+        return self.call(lambda view: execute(view, query), heavy=heavy)
+
+    def call(self, read: Callable[[MemoryView], Any], *, heavy: bool = False) -> Any:
+        """``read(view)`` under the stores gate (``heavy``: counts as a search)."""
         state = self.request.app.state
         service: LiveService | None = state.service
-        heavy = query.op in ("search", "context")
         gate: AbstractContextManager[None] = (service.gate.reading(heavy)
                                               if service is not None else nullcontext())
         with gate:
             view = MemoryView(self.tenant, state.stores_provider(), encoder=state.encoder,
                               context_sources=state.context_sources)
-            if state.encoder is None and query.op in ("search", "context"):
+            answer = read(view)
+            if state.encoder is None and heavy:
                 state.encoder = view.encoder  # loaded once, shared by later requests
-            return execute(view, query)
+            return answer
 
 
 def _reader(tenant: Tenant, request: Request,

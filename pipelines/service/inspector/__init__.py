@@ -1,0 +1,77 @@
+"""The memory inspector: a browser page at ``/ui`` and the read routes it needs.
+
+The page (``static/index.html``, ``inspector.js``, ``inspector.css``, shipped as package
+data; no build step, no CDN, works offline) talks to the same HTTP API as any client, with the API
+key the user types in. :func:`add_inspector` mounts it and adds three read routes the other
+clients may use too:
+
+- ``GET /v1/key``: the presented key's tenants and roles (which actions the page offers);
+- ``GET /v1/tenants/{tenant}/subjects``: the tenant's subjects and its known-time range;
+- ``GET /v1/tenants/{tenant}/events/{event_id}``: an event's provenance and lineage.
+
+See docs/inspector.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import RedirectResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
+
+from memstack.pipelines.serve import View
+from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
+
+ASSETS = Path(__file__).parent / "static"
+"""The folder of the page's static files."""
+
+_bearer = HTTPBearer(auto_error=False)
+_header = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+
+class KeyAnswer(BaseModel):
+    tenants: list[str]
+    roles: list[str]
+
+
+def add_inspector(app: FastAPI) -> None:
+    """Mount the page at ``/ui`` and add its read routes."""
+    prefix = "/v1/tenants/{tenant}"
+
+    @app.get("/v1/key", response_model=KeyAnswer, tags=["query"])
+    def key(request: Request,
+            bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+            header: Annotated[str | None, Depends(_header)]) -> Any:
+        """The tenants and roles granted to the presented API key (401 when unknown)."""
+        presented = bearer.credentials if bearer is not None else header
+        grant = None if not presented else request.app.state.grants.grant_of(presented)
+        if grant is None:
+            raise HTTPException(401, "missing or unknown API key",
+                                headers={"WWW-Authenticate": "Bearer"})
+        return {"tenants": sorted(grant.tenants), "roles": sorted(grant.roles)}
+
+    @app.get(f"{prefix}/subjects", response_model=SubjectsAnswer, tags=["query"])
+    def tenant_subjects(view: View) -> Any:
+        """The tenant's subjects (facts and records about them, when they were learnt) and
+        its known-time range: the first and last transaction time of any fact or record."""
+        return view.call(lambda memory: subjects(memory.stores.events, memory.tenant))
+
+    @app.get(f"{prefix}/events/{{event_id}}", response_model=Provenance, tags=["query"])
+    def event_provenance(view: View, event_id: str) -> Any:
+        """An event as the stores hold it (record or fact entry, partition, offset, log
+        time) and its lineage: fact versions it opened, closed and asserted, its memory row."""
+        found = view.call(lambda memory: provenance(memory.stores, memory.tenant, event_id))
+        if found is None:
+            raise HTTPException(404, f"tenant {view.tenant!r} has no stored event {event_id!r}"
+                                     " (never written, not applied yet, or forgotten)")
+        return found
+
+    @app.get("/ui", include_in_schema=False)
+    def ui_root() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
+    app.mount("/ui", StaticFiles(directory=ASSETS, html=True), name="inspector")
