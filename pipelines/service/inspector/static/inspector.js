@@ -212,6 +212,7 @@ async function retract() {
   state.after = answer.position;
   toast(`retraction ${event.event_id} written at ${answer.written[0].partition}@${answer.written[0].offset}`);
   document.body.dataset.lastWrite = event.event_id;
+  document.body.dataset.lastPosition = answer.position;
   await refresh(true);
 }
 
