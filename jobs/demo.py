@@ -6,7 +6,10 @@
    times, as known before the move was mentioned, and a hybrid search;
 4. it forgets one observation and reads after the forget's position: the item is gone, and
    the forget's status shows the per-store audit;
-5. the service stops on SIGTERM and drains.
+5. the memory inspector (``/ui``) in a headless Chromium follows the agent's next write over
+   the change feed, moves its as-of slider, searches and files a forget until audited;
+   screenshots under ``out/ui/`` (skipped, with the reason, when no browser is available);
+6. the service stops on SIGTERM and drains.
 
 Libraries stay quiet (their lines go to the service's log); ``-v`` shows the log's tail.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import logging
 import secrets
 import signal
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -43,13 +47,15 @@ def main(settings: Settings | None = None, verbose: bool = False) -> int:
     try:
         with httpx.Client(base_url=f"{url}/v1/tenants/{TENANT}", timeout=120.0,
                           headers={"Authorization": f"Bearer {key}"}) as agent:
-            _walkthrough(agent, f"demo-{uuid7().hex[:12]}")
+            session = f"demo-{uuid7().hex[:12]}"
+            _walkthrough(agent, session)
+            _inspector(url, key, agent, session)
     finally:
         child.send_signal(signal.SIGTERM)
         code = child.wait(120)
         if verbose:
             print(log_path.read_text(errors="replace")[-3000:])
-    print(f"5. stopped the service with SIGTERM: it drained and exited {code}")
+    print(f"6. stopped the service with SIGTERM: it drained and exited {code}")
     return code
 
 
@@ -99,6 +105,36 @@ def _walkthrough(agent: httpx.Client, session: str) -> None:
           f"{sorted(audit.get('stores', {}))} and the log (payload key destroyed)")
     if not gone:
         raise SystemExit(1)
+
+
+def _inspector(url: str, key: str, agent: httpx.Client, session: str) -> None:
+    from memstack.jobs.inspector_tour import (
+        BrowserUnavailableError,
+        inspector_page,
+        shots_dir,
+        tour,
+    )
+
+    print(f"5. the memory inspector: open {url}/ui/ with the key and tenant '{TENANT}'")
+    builder = EventBuilder(Defaults(tenant=TENANT, agent="planner", source="demo"))
+
+    def promotion() -> None:
+        event = builder.fact(session, "user:ana", "works_as", "head nurse",
+                             valid_from=datetime(2026, 6, 1, tzinfo=UTC))
+        _ok(agent.post("/events", json={"events": [event.model_dump(mode="json")]}))
+        print("   the agent learns Ana becomes head nurse in June; the open page follows the "
+              "change feed and its as-of slider gains a step")
+
+    out = shots_dir()
+    try:
+        with inspector_page(url, key, TENANT) as page:
+            saved = tour(page, "user:ana", promotion, out)
+    except BrowserUnavailableError as exc:
+        print(f"   screenshots skipped: {exc}")
+        return
+    print("   slider moved to the first write and back, a search opened a hit's provenance, "
+          "and a forget filed from the page was followed until audited")
+    print(f"   screenshots: {', '.join(str(p) for p in saved)}")
 
 
 def _ok(response: httpx.Response) -> Any:

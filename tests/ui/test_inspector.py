@@ -223,4 +223,7 @@ def test_forget_from_the_page_until_audited(page: Any, api: Api) -> None:
     hits = api.get("search", text="cat sleeping on the balcony", k=10)["hits"]
     assert CAT not in {h["memory"]["event_id"] for h in hits}
     page.wait_for_selector("#provenance", state="hidden")  # the forgotten event is gone
+    page.wait_for_selector(f'#hits tr[data-event-id="{CAT}"]', state="detached")
+    assert [r["eventId"] for r in _rows(page, "hits")] == [h["memory"]["event_id"]
+                                                           for h in hits]
     page.wait_for_selector('#feed li[data-type="forgotten"]')

@@ -9,7 +9,7 @@ import { day, renderTimeline } from "./timeline.js";
 const $ = (selector) => document.querySelector(selector);
 const state = {
   api: null, roles: [], subjects: [], subject: null, steps: [], history: [], after: null,
-  shown: null, feed: null, refreshTimer: null, seq: 0,
+  shown: null, search: null, feed: null, refreshTimer: null, seq: 0,
 };
 
 function h(tag, attrs = {}, ...children) {
@@ -47,7 +47,8 @@ async function connect(event) {
     throw new Error(`this key is not granted tenant '${api.tenant}'; it has ${grant.tenants.join(", ")}`);
   }
   if (state.feed) state.feed.abort();
-  Object.assign(state, { api, roles: grant.roles, subject: null, after: null, steps: [], history: [] });
+  Object.assign(state, { api, roles: grant.roles, subject: null, after: null, steps: [], history: [],
+    shown: null, search: null });
   localStorage.setItem("memstack.tenant", api.tenant);
   const health = await api.health();
   $("#status").textContent = `tenant ${api.tenant} · roles ${grant.roles.join(", ")} · applied ${health.applied || "(read-only stores)"}`;
@@ -164,7 +165,13 @@ async function search(event) {
   event.preventDefault();
   const text = $("#search-text").value.trim();
   if (!text) return;
-  const answer = await state.api.search(text, $("#search-mode").value, 10, state.after);
+  state.search = { text, mode: $("#search-mode").value };
+  await showHits();
+}
+
+async function showHits() {
+  const { text, mode } = state.search;
+  const answer = await state.api.search(text, mode, 10, state.after);
   const num = (x, digits = 4) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
   $("#hits tbody").replaceChildren(...answer.hits.map((hit) => h("tr", {
     "data-event-id": hit.memory.event_id, onclick: guard(() => showProvenance(hit.memory.event_id)),
@@ -229,9 +236,11 @@ async function forget(scope) {
 
 // The audit summary of a forget (ids and counts only): per store, rows deleted.
 function describeAudit(audit) {
-  const stores = Object.entries(audit.stores || {}).map(([name, r]) => `${name} ${r.deleted} deleted`).join(", ");
+  const count = (deleted) => (typeof deleted === "number" ? deleted
+    : Object.values(deleted || {}).reduce((sum, n) => sum + Number(n), 0));
+  const stores = Object.entries(audit.stores || {}).map(([name, r]) => `${name} ${count(r.deleted)}`).join(", ");
   const events = Array.isArray(audit.events) ? audit.events.length : audit.events;
-  return `audit ${audit.passed ? "passed" : "FAILED"} · ${events ?? 0} event(s) · ${stores || "no store rows"}` +
+  return `audit ${audit.passed ? "passed" : "FAILED"} · ${events ?? 0} event(s) · rows deleted: ${stores || "none"}` +
     ` · ${audit.keys_destroyed ?? 0} key(s) destroyed`;
 }
 
@@ -279,6 +288,7 @@ function onChange(change) {
 async function refresh(toLatest) {
   await loadSubjects();
   if (state.subject) await reloadSubject(toLatest);
+  if (state.search) await showHits();
   if (state.shown) {
     try { await showProvenance(state.shown.event_id); } catch { $("#provenance").hidden = true; state.shown = null; }
   }

@@ -77,7 +77,9 @@ function bar(svg, v, x, y, h, hi, onPick) {
     `known ${v.tt_from} → ${v.tt_to || "now"}\nsource event ${v.source_event_id}`;
   g.append(el("title", {}, title));
   g.append(el("rect", { x: start, y, width: Math.max(2, end - start), height: h, rx: 3 }));
-  if (!v.tt_to) g.append(el("text", { x: start + 4, y: y + h - 3, class: "bar-label" }, v.object));
+  if (!v.tt_to && end - start > 7 * v.object.length + 8) {
+    g.append(el("text", { x: start + 4, y: y + h - 3, class: "bar-label" }, v.object));
+  }
   g.addEventListener("click", () => onPick(v));
   svg.append(g);
 }
