@@ -4,7 +4,10 @@ assets served at ``/ui``. The expected values are worked by hand from the scenar
 
 from __future__ import annotations
 
+import fnmatch
+import tomllib
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.serve import create_app
+from memstack.pipelines.service.inspector import ASSETS
 from memstack.pipelines.stores.bundle import Stores
 from memstack.view.keys import ApiKeys
 from tests.view.givens import K
@@ -122,3 +126,14 @@ def test_the_page_is_served_from_the_package(client: TestClient) -> None:
         assert response.status_code == 200 and kind in response.headers["content-type"]
     assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN
     assert client.get("/ui/__init__.py").status_code == 404
+
+
+def test_a_wheel_carries_every_asset() -> None:
+    """Every file of the page matches a package-data pattern of pyproject.toml (a wheel built
+    from the checkout was checked to list them; this keeps new assets from being left out)."""
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = data["package-data"]["memstack.pipelines.service.inspector"]
+    files = sorted(p.relative_to(ASSETS.parent).as_posix() for p in ASSETS.iterdir())
+    assert {"static/index.html", "static/inspector.js", "static/inspector.css"} <= set(files)
+    assert [f for f in files if not any(fnmatch.fnmatch(f, p) for p in patterns)] == []
