@@ -149,6 +149,15 @@ def test_the_slider_replays_known_time(page: Any, api: Api) -> None:
     # versions appear, close and are re-cut: Lisbon, then Porto (Lisbon closed and re-cut to
     # end in April), then the correction Braga (Porto closed)
     assert seen == [(["Lisbon"], []), (["Porto"], ["Lisbon"]), (["Braga"], ["Lisbon", "Porto"])]
+    page.fill("#valid", "2026-03-15")  # valid before the move, as known at the last step
+    page.press("#valid", "Enter")
+    page.wait_for_selector('#facts[data-valid="2026-03-15"]')
+    facts = api.get("facts", subject=ANA, valid="2026-03-15", known=steps[-1])["facts"]
+    assert [f["object"] for f in facts] == ["Lisbon"]
+    assert [r["versionId"] for r in _rows(page, "facts")] == [f["version_id"] for f in facts]
+    page.fill("#valid", "now")
+    page.press("#valid", "Enter")
+    page.wait_for_selector('#facts[data-valid="now"]')
 
 
 def test_search_shows_the_score_parts(page: Any, api: Api) -> None:

@@ -278,10 +278,10 @@ function onChange(change) {
   const list = $("#feed");
   list.prepend(h("li", { "data-type": change.type }, h("b", {}, change.type.replace(/_/g, " ")), " ", what));
   while (list.children.length > 60) list.lastChild.remove();
-  const touches = change.type === "forgotten" || change.subject === state.subject || !state.subjects.some((s) => s.subject === change.subject);
-  if (touches) {
-    clearTimeout(state.refreshTimer);
-    state.refreshTimer = setTimeout(guard(() => refresh(false)), 300);
+  const newSubject = change.subject && !state.subjects.some((s) => s.subject === change.subject);
+  const touches = change.type === "forgotten" || (change.subject && change.subject === state.subject) || newSubject;
+  if (touches && !state.refreshTimer) { // at most one refresh per 300 ms, however busy the feed
+    state.refreshTimer = setTimeout(() => { state.refreshTimer = null; guard(() => refresh(false))(); }, 300);
   }
 }
 
