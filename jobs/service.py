@@ -194,7 +194,8 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     projector, _ = open_projector(directory, settings, options.run.threads,
                                   options.run.batch_max)
     base = innermost(projector)
-    client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http")
+    client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http",
+                          tracer_provider=False)  # the routes' spans stand for its writes
     metrics = None
     try:
         live = build_live_app(settings, options.run.live_config(), projector,

@@ -141,8 +141,10 @@ def _field(event: Any, name: str) -> str:
 
 def memory_tracer(tracer_provider: Any = None) -> MemoryTracer | None:
     """The tracer of a client or the service: None (no spans) unless a provider is given or
-    ``MEMSTACK_OTEL=1``; None also when ``opentelemetry-api`` is not installed."""
-    if tracer_provider is None and not _on(ENABLE_ENV):
+    ``MEMSTACK_OTEL=1``; None also when ``opentelemetry-api`` is not installed, and for
+    ``tracer_provider=False`` (never traced, e.g. the service's own producer: its HTTP
+    route's span already stands for the write)."""
+    if tracer_provider is False or (tracer_provider is None and not _on(ENABLE_ENV)):
         return None
     try:
         from opentelemetry import trace

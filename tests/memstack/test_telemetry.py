@@ -47,6 +47,12 @@ def test_without_the_api_there_are_no_spans(monkeypatch: pytest.MonkeyPatch) -> 
     assert memory_tracer() is None
 
 
+def test_false_means_never_traced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSTACK_OTEL", "1")
+    assert memory_tracer(False) is None
+    assert memory_tracer(TracerProvider()) is not None
+
+
 def test_operation_of_event_kinds() -> None:
     assert operation_of(["message", "tool_call"]) == "create_memory"
     assert operation_of(["fact_asserted", "fact_retracted"]) == "update_memory"
