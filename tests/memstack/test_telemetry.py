@@ -89,3 +89,32 @@ def test_memory_client_emits_one_span_per_event(kafka: KafkaUnderTest,
         assert attributes["memstack.event.kinds"] == (str(event.kind),)
     assert got[0][1]["gen_ai.conversation.id"] == "s1"
     assert all(s.kind.name == "CLIENT" for s in spans)
+
+
+def test_async_memory_client_spans_a_batch(kafka: KafkaUnderTest, tmp_path: object) -> None:
+    import asyncio
+
+    from memstack.aio import AsyncMemoryClient
+
+    prefix = f"t-otel-aio-{uuid.uuid4().hex[:8]}"
+    ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
+    settings = Settings(home=tmp_path, kafka_port=kafka.port,  # type: ignore[arg-type]
+                        controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
+                        topic_prefix=prefix, partitions=TEST_PARTITIONS)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    async def write() -> None:
+        async with AsyncMemoryClient("acme", "a", settings=settings,
+                                     tracer_provider=provider) as client:
+            await client.emit_many([client.events.fact("s2", "user:bo", "likes", "tea"),
+                                    client.events.retract("s2", "user:bo", "likes", "tea")])
+
+    asyncio.run(write())
+    span, = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert span.name == "update_memory acme"
+    assert attributes["gen_ai.memory.record.count"] == 2
+    assert attributes["memstack.event.kinds"] == ("fact_asserted", "fact_retracted")
+    assert "gen_ai.memory.record.id" not in attributes  # a batch names no single record
