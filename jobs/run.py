@@ -190,12 +190,12 @@ def run_live(settings: Settings, options: RunOptions) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     projector, _ = open_projector(directory, settings, options.threads, options.batch_max)
     base = innermost(projector)
-    watching = None
+    metrics = None
     try:
         live = build_live_app(settings, options.live_config(), projector,
                               forgetting=_live_forgetting(settings, directory, projector))
         if options.metrics_port is not None:
-            watching = serve_metrics(live, projector, options.metrics_port)
+            metrics = serve_metrics(live, projector, options.metrics_port)
         if options.until_caught_up:
             live.stop_at = ends
             live.forget_stop_at = pending_offsets(settings.bootstrap, settings.forget_topic,
@@ -206,8 +206,8 @@ def run_live(settings: Settings, options: RunOptions) -> int:
                  time.monotonic() - started)
         code = run_worker(live)
     finally:
-        if watching is not None:
-            watching.close()
+        if metrics is not None:
+            metrics.close()
         base.stores.close()  # the projector's current stores (a forget reopens them)
     log.info("live worker stopped (exit %d) after %.1f s: %d events applied, %d dead letters",
              code, time.monotonic() - started, live.processor.stats.applied,

@@ -61,6 +61,9 @@ class _ReadAtScrape(Collector):
     def __init__(self, read: Callable[[], Iterable[Metric]]) -> None:
         self._read = read
 
+    def describe(self) -> Iterable[Metric]:
+        return []  # nothing to read at registration (the broker may not answer yet)
+
     def collect(self) -> Iterable[Metric]:
         try:
             return list(self._read())
