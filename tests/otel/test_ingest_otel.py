@@ -65,6 +65,16 @@ def test_the_committed_records_are_what_the_sdk_makes() -> None:
     assert isinstance(first["startTimeUnixNano"], str) and first["kind"] == 3
 
 
+def test_the_ingest_needs_only_the_core_install() -> None:
+    code = ("import sys, json; import memstack.jobs.ingest_otel; print(json.dumps(sorted("
+            "m for m in sys.modules if m.split('.')[0] in ('torch', 'faust', 'duckdb', "
+            "'lancedb', 'pyarrow', 'numpy', 'fastapi', 'opentelemetry', 'google'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+
+
 def test_turns_are_deduplicated_in_order() -> None:
     turns = TurnLog()
     events = [e for line in lines() for s in signals(decode(line.encode()), "acme")
