@@ -26,7 +26,9 @@ from memstack.pipelines.live import LiveConfig
 from memstack.settings import Settings
 
 if TYPE_CHECKING:
+    from memstack.pipelines.faust_app import LiveApp
     from memstack.pipelines.forgetting.live import LiveForgetting
+    from memstack.pipelines.metrics import LiveMetrics
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
@@ -45,6 +47,8 @@ class RunOptions:
     within_s: float = 0.25
     threads: int = 2
     session_timeout_s: float = 6.0
+    metrics_port: int | None = None
+    """Serve Prometheus ``/metrics`` on this loopback port (None: no metrics server)."""
 
     def stores_dir(self, settings: Settings) -> Path:
         return self.stores if self.stores is not None else settings.stores_dir / "live"
@@ -68,12 +72,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="threads of the embedding model (default 2)")
     parser.add_argument("--session-timeout", type=float, default=6.0,
                         help="consumer-group session timeout in seconds (default 6)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics "
+                             "(0: any free port; docs/operations.md)")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
     return RunOptions(stores=args.stores, until_caught_up=args.until_caught_up,
                       batch_max=args.batch_size, within_s=args.within, threads=args.threads,
-                      session_timeout_s=args.session_timeout)
+                      session_timeout_s=args.session_timeout,
+                      metrics_port=args.metrics_port)
 
 
 def open_projector(directory: Path, settings: Settings, threads: int,
@@ -182,9 +190,12 @@ def run_live(settings: Settings, options: RunOptions) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     projector, _ = open_projector(directory, settings, options.threads, options.batch_max)
     base = innermost(projector)
+    metrics = None
     try:
         live = build_live_app(settings, options.live_config(), projector,
                               forgetting=_live_forgetting(settings, directory, projector))
+        if options.metrics_port is not None:
+            metrics = serve_metrics(live, projector, options.metrics_port)
         if options.until_caught_up:
             live.stop_at = ends
             live.forget_stop_at = pending_offsets(settings.bootstrap, settings.forget_topic,
@@ -195,11 +206,23 @@ def run_live(settings: Settings, options: RunOptions) -> int:
                  time.monotonic() - started)
         code = run_worker(live)
     finally:
+        if metrics is not None:
+            metrics.close()
         base.stores.close()  # the projector's current stores (a forget reopens them)
     log.info("live worker stopped (exit %d) after %.1f s: %d events applied, %d dead letters",
              code, time.monotonic() - started, live.processor.stats.applied,
              live.processor.stats.dead_letters)
     return code
+
+
+def serve_metrics(live: LiveApp, projector: Projector, port: int) -> LiveMetrics:
+    """The worker's metrics, served on their own loopback port (``--metrics-port``)."""
+    from memstack.pipelines.metrics import LiveMetrics, attach
+
+    metrics = LiveMetrics()
+    attach(metrics, live, projector)
+    metrics.serve(port)
+    return metrics
 
 
 def worker_env(settings: Settings) -> dict[str, str]:

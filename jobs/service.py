@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from memstack.pipelines.faust_app import LiveApp
+    from memstack.pipelines.metrics import LiveMetrics
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.service.changes import ChangeFeed
     from memstack.pipelines.service.live import LiveService
@@ -193,13 +194,16 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     projector, _ = open_projector(directory, settings, options.run.threads,
                                   options.run.batch_max)
     base = innermost(projector)
-    client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http")
+    client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http",
+                          tracer_provider=False)  # the routes' spans stand for its writes
+    metrics = None
     try:
         live = build_live_app(settings, options.run.live_config(), projector,
                               forgetting=_live_forgetting(settings, directory, projector))
         service = _live_service(settings, options, live, client, base)
         app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service,
                          mcp_host=options.host)
+        metrics = _observed(app, live, projector, options)
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
                                         log_level="warning", lifespan="off",
                                         timeout_graceful_shutdown=10))
@@ -207,11 +211,29 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
         code = run_worker(live)
     finally:
         service_file(settings).unlink(missing_ok=True)
+        if metrics is not None:
+            metrics.close()
         client.close()
         base.stores.close()
     log.info("service stopped (exit %d): %d events applied", code,
              live.processor.stats.applied)
     return code
+
+
+def _observed(app: FastAPI, live: LiveApp, projector: Any,
+              options: ServiceOptions) -> LiveMetrics:
+    """``/metrics`` and the routes' metrics and spans (spans when ``MEMSTACK_OTEL=1``);
+    ``--metrics-port`` serves the same metrics on a port of their own too."""
+    from memstack.pipelines.metrics import LiveMetrics, attach
+    from memstack.pipelines.service.observe import observe
+    from memstack.telemetry import memory_tracer
+
+    metrics = LiveMetrics()
+    attach(metrics, live, projector)
+    observe(app, metrics, memory_tracer())
+    if options.run.metrics_port is not None:
+        metrics.serve(options.run.metrics_port)
+    return metrics
 
 
 def _announce(settings: Settings, directory: Path) -> Any:

@@ -27,6 +27,7 @@ from memstack.client import Written, not_acknowledged, open_producer, written_of
 from memstack.keystore import KeyStore
 from memstack.schemas.events import Event, ForgetScope
 from memstack.settings import Settings
+from memstack.telemetry import maybe, memory_tracer
 
 
 class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
@@ -41,8 +42,9 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
 
     def __init__(self, tenant: str, agent: str, *, settings: Settings | None = None,
                  source: str = "memstack-sdk", keys: KeyStore | None = None,
-                 **producer_overrides: Any) -> None:
+                 tracer_provider: Any = None, **producer_overrides: Any) -> None:
         self.events = EventBuilder(Defaults(tenant=tenant, agent=agent, source=source))
+        self.tracer = memory_tracer(tracer_provider)
         self.settings = settings or Settings.from_env()
         self.encoder = LogEncoder(self.settings, keys)
         self.keys = self.encoder.keys
@@ -57,15 +59,18 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
 
     async def emit(self, event: Event | dict[str, Any]) -> Written:
         """Validate, send and await the acknowledgement of one event."""
-        record = self.encoder.encode(event)
-        return await self._acknowledged(record.event.event_id, await self._submit(record))
+        with maybe(self.tracer, lambda t: t.write_span(None, [event])):
+            record = self.encoder.encode(event)
+            return await self._acknowledged(record.event.event_id, await self._submit(record))
 
     async def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[Written]:
         """Send a batch in order (all validated first), then await every acknowledgement."""
-        records = [self.encoder.encode(e) for e in checked_all(events)]
-        acks = [await self._submit(r) for r in records]  # in order: a session stays ordered
-        return [await self._acknowledged(r.event.event_id, a) for r, a in zip(records, acks,
-                                                                                strict=True)]
+        checked = checked_all(events)
+        with maybe(self.tracer, lambda t: t.write_span(None, checked)):
+            records = [self.encoder.encode(e) for e in checked]
+            acks = [await self._submit(r) for r in records]  # in order: a session stays ordered
+            return [await self._acknowledged(r.event.event_id, a)
+                    for r, a in zip(records, acks, strict=True)]
 
     async def _submit(self, record: LogRecord) -> asyncio.Future[Any]:
         """Hand one record to the producer; the future settles with its acknowledgement."""

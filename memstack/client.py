@@ -21,6 +21,7 @@ from memstack.errors import BrokerUnavailableError, MemstackError
 from memstack.keystore import KeyStore
 from memstack.schemas.events import Event, EventKind
 from memstack.settings import Settings
+from memstack.telemetry import maybe, memory_tracer
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,10 @@ class MemoryClient(EventBuilder):
 
     def __init__(self, tenant: str, agent: str, *, settings: Settings | None = None,
                  source: str = "memstack-sdk", keys: KeyStore | None = None,
-                 **producer_overrides: Any) -> None:
+                 tracer_provider: Any = None, **producer_overrides: Any) -> None:
         super().__init__(Defaults(tenant=tenant, agent=agent, source=source))
+        self.tracer = memory_tracer(tracer_provider)
+        """Spans per emitted event when tracing is on (``MEMSTACK_OTEL=1``, docs/otel.md)."""
         self.settings = settings or Settings.from_env()
         self.encoder = LogEncoder(self.settings, keys)
         self.keys = self.encoder.keys
@@ -111,8 +114,9 @@ class MemoryClient(EventBuilder):
 
     def emit(self, event: Event | dict[str, Any]) -> PendingEmit:
         """Send one event (validated first; an invalid one raises and sends nothing)."""
-        record = self.encoder.encode(event)
-        future = self._producer.send(record.topic, key=record.key, value=record.value)
+        with maybe(self.tracer, lambda t: t.write_span(None, [event])):
+            record = self.encoder.encode(event)
+            future = self._producer.send(record.topic, key=record.key, value=record.value)
         return PendingEmit(record.event.event_id, future)
 
     def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[PendingEmit]:

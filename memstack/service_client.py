@@ -15,7 +15,7 @@ typed by status (:mod:`memstack.service_types`). See docs/client.md.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -26,6 +26,7 @@ from memstack.schemas.events import Event, ForgetScope
 from memstack.service_calls import After, Call, Calls, Time, answer, parse_sse
 from memstack.service_config import ServiceConfig
 from memstack.service_types import Change, ForgetReceipt, ForgetStatus, WriteReceipt
+from memstack.telemetry import MemoryTracer, memory_tracer, note_result
 from memstack.view.types import (
     Context,
     FactsAnswer,
@@ -52,8 +53,11 @@ class MemoryService(EventHelpers[WriteReceipt]):
     def __init__(self, url: str | None = None, api_key: str | None = None, *,
                  tenant: str | None = None, agent: str = "memstack-sdk",
                  source: str = "memstack-http", timeout: float = DEFAULT_TIMEOUT,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 tracer_provider: Any = None) -> None:
         self.calls = Calls(ServiceConfig.resolve(url, api_key, tenant))
+        self.tracer = memory_tracer(tracer_provider)
+        """Spans per memory call when tracing is on (``MEMSTACK_OTEL=1``, docs/otel.md)."""
         self.events = EventBuilder(Defaults(tenant=self.tenant, agent=agent, source=source))
         self._http = httpx.Client(base_url=self.calls.config.url, headers=self.calls.headers(),
                                   timeout=timeout, transport=transport)
@@ -63,9 +67,14 @@ class MemoryService(EventHelpers[WriteReceipt]):
         return self.calls.config.tenant
 
     def _run(self, call: Call[T]) -> T:
+        if self.tracer is not None:
+            return _traced(self.tracer, self.tenant, call, self._request)
+        return self._request(call, None)
+
+    def _request(self, call: Call[T], headers: dict[str, str] | None) -> T:
         try:
             response = self._http.request(call.method, call.path, params=call.params,
-                                          json=call.body)
+                                          json=call.body, headers=headers)
         except httpx.HTTPError as exc:
             raise self.calls.unreachable(exc) from exc
         return answer(response, call.parse)
@@ -146,14 +155,25 @@ class MemoryService(EventHelpers[WriteReceipt]):
         self.close()
 
 
+def _traced(tracer: MemoryTracer, tenant: str, call: Call[T],
+            request: Callable[[Call[T], dict[str, str] | None], T]) -> T:
+    """``request(call)`` inside the call's span, its trace context sent along."""
+    with tracer.call_span(tenant, call.method, call.path, call.params, call.body) as span:
+        result = request(call, tracer.headers())
+        note_result(span, result)
+        return result
+
+
 class AsyncMemoryService(EventHelpers[Coroutine[Any, Any, WriteReceipt]]):
     """:class:`MemoryService` on ``httpx.AsyncClient``: the same calls, as coroutines."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *,
                  tenant: str | None = None, agent: str = "memstack-sdk",
                  source: str = "memstack-http", timeout: float = DEFAULT_TIMEOUT,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 tracer_provider: Any = None) -> None:
         self.calls = Calls(ServiceConfig.resolve(url, api_key, tenant))
+        self.tracer = memory_tracer(tracer_provider)
         self.events = EventBuilder(Defaults(tenant=self.tenant, agent=agent, source=source))
         self._http = httpx.AsyncClient(base_url=self.calls.config.url,
                                        headers=self.calls.headers(), timeout=timeout,
@@ -164,9 +184,18 @@ class AsyncMemoryService(EventHelpers[Coroutine[Any, Any, WriteReceipt]]):
         return self.calls.config.tenant
 
     async def _run(self, call: Call[T]) -> T:
+        if self.tracer is None:
+            return await self._request(call, None)
+        with self.tracer.call_span(self.tenant, call.method, call.path, call.params,
+                                   call.body) as span:
+            result = await self._request(call, self.tracer.headers())
+            note_result(span, result)
+            return result
+
+    async def _request(self, call: Call[T], headers: dict[str, str] | None) -> T:
         try:
             response = await self._http.request(call.method, call.path, params=call.params,
-                                                json=call.body)
+                                                json=call.body, headers=headers)
         except httpx.HTTPError as exc:
             raise self.calls.unreachable(exc) from exc
         return answer(response, call.parse)

@@ -67,6 +67,14 @@ class LiveConfig:
     always come from ``memstack infra up``."""
 
 
+@dataclass(frozen=True)
+class BatchTimes:
+    """How long one batch took: prepare (parse, operators, encoder, DLQ) and commit (stores)."""
+
+    prepare_s: float
+    commit_s: float
+
+
 @dataclass
 class LiveStats:
     """Counters for progress lines; owned by the processor's event loop."""
@@ -98,6 +106,8 @@ class LiveProcessor:
         self._between = asyncio.Lock()
         """Held from a batch's prepare to its commit; :meth:`on_store` waits for it."""
         self.stats = LiveStats()
+        self.observers: list[Callable[[Plan, BatchTimes], None]] = []
+        """Called on the loop after each committed batch with its timings (metrics)."""
 
     async def _on_store(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._store_thread, fn, *args)
@@ -137,15 +147,20 @@ class LiveProcessor:
         if not kept:
             return None
         async with self._between:
+            started = time.perf_counter()
             plan = await self._on_store(self._projector.prepare, kept)
             if plan.dead_letters:
                 await self._send(plan.dead_letters)
                 for letter in plan.dead_letters:
                     log.warning("dead letter %s:%d@%d: %s (%s)", letter.source_topic,
                                 letter.partition, letter.offset, letter.reason, letter.field)
+            committing = time.perf_counter()
             await self._on_store(self._projector.commit, plan)
+            times = BatchTimes(committing - started, time.perf_counter() - committing)
             for partition, offset in plan.next_offsets.items():
                 self._next[partition] = max(self._next.get(partition, 0), offset)
+        for observe in self.observers:
+            observe(plan, times)
         self.stats.applied += len(plan.events)
         self.stats.dead_letters += len(plan.dead_letters)
         self.stats.batches += 1

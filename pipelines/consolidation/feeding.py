@@ -21,10 +21,15 @@ class FeedingProjector(WrappingProjector):
     def __init__(self, inner: Projector, feed: FeedProducer) -> None:
         super().__init__(inner)
         self.feed = feed
+        self.writes_total = 0
+        """Learner writes published since start (``memstack_consolidation_updates_total``)."""
+        self.removals_total = 0
 
     def commit(self, plan: Plan) -> None:
         self.inner.commit(plan)
         if plan.mutations:
             published = self.feed.publish(plan.mutations)
+            self.writes_total += published.writes
+            self.removals_total += published.removals
             log.debug("consolidation feed: %d items (%d writes, %d removals)", published.items,
                       published.writes, published.removals)

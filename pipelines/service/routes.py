@@ -90,6 +90,7 @@ def add_service_routes(app: FastAPI) -> None:
                                   service.limits)
         except WriteRejectedError as exc:
             raise HTTPException(exc.status, exc.detail) from exc
+        request.state.memstack_kinds = [str(e.kind) for e in events]  # for the write's span
         written = await run_in_threadpool(service.writer.write, events)
         position = Position(events=_next_offsets((w.partition, w.offset) for w in written))
         return {"written": [w.to_json() for w in written], "position": position.token}

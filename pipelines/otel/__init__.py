@@ -1,0 +1,1 @@
+"""OpenTelemetry GenAI telemetry (OTLP JSON) read as memory events: see docs/otel.md."""
