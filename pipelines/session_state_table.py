@@ -22,6 +22,7 @@ request (``marks["f<partition>"]``); a session left with no item is dropped (a t
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -32,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from memstack.errors import MemstackError
 from memstack.operators.log import LoggedEvent
 from memstack.operators.session_state import StateConfig, _projection
 from memstack.operators.state_arena import SessionSums, StateArena, Terms
@@ -57,8 +59,9 @@ DEFAULT_CONFIG = StateConfig(dim=128)
 
 __all__ = [
     "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "TABLE_NAME", "ApplyResult", "ChangelogSink",
-    "FaustTableSink", "KafkaSink", "Removal", "SessionStateUpdater", "SnapshotSource",
-    "StateItem", "StatefulProjector", "applied", "changelog_topic", "define_table",
+    "FaustTableSink", "KafkaSink", "LoopStoppedError", "Removal", "SessionStateUpdater",
+    "SnapshotSource", "StateItem", "StatefulProjector", "applied", "changelog_topic",
+    "define_table",
     "ensure_changelog_topic", "item_of", "key_of", "latest_snapshots", "loop_runner",
     "session_key",
 ]
@@ -379,8 +382,33 @@ class StatefulProjector(WrappingProjector):
         self.inner.commit(plan)
 
 
+class LoopStoppedError(MemstackError):
+    """The event loop stopped while the store thread waited on a coroutine it had scheduled
+    there (the worker is shutting down). The step was not applied; nothing after it committed,
+    so the batch or forget is applied again when the worker restarts."""
+
+
+LOOP_POLL_S = 0.25
+"""How often a waiting store thread checks that the event loop still runs."""
+
+
 def loop_runner(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[Any]], Any]:
-    """Run a coroutine on ``loop`` from another thread and wait for its result."""
+    """Run a coroutine on ``loop`` from another thread and wait for its result.
+
+    The wait ends with :class:`LoopStoppedError` once the loop no longer runs: a worker that
+    stops between scheduling and running the coroutine must not leave the store thread (and
+    the shutdown that joins it) waiting forever.
+    """
     def run(coro: Awaitable[Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]  # a coroutine
+        future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(
+            coro, loop)  # type: ignore[arg-type]  # a coroutine
+        while True:
+            try:
+                return future.result(timeout=LOOP_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed() or not loop.is_running():
+                    future.cancel()
+                    raise LoopStoppedError(
+                        "the worker's event loop stopped before the session-state step ran; "
+                        "it is applied again when the worker restarts") from None
     return run
