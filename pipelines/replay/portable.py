@@ -103,3 +103,14 @@ def compare_portable(a: Path, b: Path, *, tenant: str | None = None,
                               "directory written by the live pipeline or `memstack replay`")
     with Stores.open(a, read_only=True) as sa, Stores.open(b, read_only=True) as sb:
         return compare_stores(sa, sb, tenant=tenant, vectors=vectors)
+
+
+def compare_reindexed(a: Stores, b: Stores) -> Comparison:
+    """Two stores of the *same* log embedded by different encoders: every DuckDB table equal
+    (records, fact entries and versions, offsets) and the memory rows equal but for their
+    vectors (which differ by design). Row counts are part of each hash."""
+    ha, hb = a.events.content_hashes(), b.events.content_hashes()
+    for hashes, stores in ((ha, a), (hb, b)):
+        rows = stores.vectors.table().drop_columns(["vector"])
+        hashes["memories"] = table_hash(rows, KEYS["memories"])
+    return Comparison(a.directory, b.directory, ha, hb)
