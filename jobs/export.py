@@ -23,12 +23,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from memstack.jobs.progress_line import ProgressLine
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import Event, EventKind
+from memstack.schemas.events import Envelope, Event, EventKind
 from memstack.settings import Settings
+
+if TYPE_CHECKING:
+    from memstack.keystore import KeyStore
+    from memstack.pipelines.forgetting.ledger import ForgetLedger
+    from memstack.pipelines.log_reader import LogRecord
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +60,11 @@ def tenant_events(settings: Settings, tenant: str, start: datetime | None = None
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.log_reader import read_bounded
     from memstack.pipelines.replay.bounds import AtTime, Earliest, End, resolve
-    from memstack.sealing import Shredded, open_record
 
     result = result if result is not None else ExportResult()
-    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
-    keys = FileKeyStore(settings.keys_dir) if settings.keys_dir.exists() else None
+    verdict = Verdict(tenant, start, stop,
+                      ForgetLedger.load(settings.bootstrap, settings.forget_topic),
+                      FileKeyStore(settings.keys_dir) if settings.keys_dir.exists() else None)
     bounds = resolve(settings.bootstrap, settings.events_topic,
                      AtTime(start) if start else Earliest(), AtTime(stop) if stop else End())
     if progress is not None:
@@ -70,39 +75,49 @@ def tenant_events(settings: Settings, tenant: str, start: datetime | None = None
         result.offsets += 1
         if progress is not None:
             progress.update(result.offsets, f"exported {len(out)}")
+        event, why = verdict.of(record)
+        if event is None:
+            result.skipped[why or "empty"] += 1
+            continue
         pos = record.position
-        if record.value is None:
-            continue
-        try:
-            opened = open_record(record.value, keys)
-        except InvalidEventError:
-            result.skipped["invalid"] += 1
-            continue
-        event = opened.envelope if isinstance(opened, Shredded) else opened
-        why = _left_out(event, tenant, pos.log_time, start, stop)
-        if why is None and isinstance(opened, Shredded):
-            why = "shredded"
-        if why is None and isinstance(opened, Event) and ledger.covers(opened, pos.log_time):
-            why = "forgotten"
-        if why is not None:
-            result.skipped[why] += 1
-            continue
-        assert isinstance(opened, Event)
-        out.append(((int(pos.log_time.timestamp() * 1000), pos.partition, pos.offset), opened))
+        out.append(((int(pos.log_time.timestamp() * 1000), pos.partition, pos.offset), event))
     out.sort(key=lambda item: item[0])
     result.exported = len(out)
     return out
 
 
-def _left_out(event: object, tenant: str, log_time: datetime, start: datetime | None,
-              stop: datetime | None) -> str | None:
-    if getattr(event, "tenant", None) != tenant:
-        return "other_tenant"
-    if getattr(event, "kind", None) is EventKind.FORGET_REQUESTED:
-        return "forget_request"
-    if (start is not None and log_time < start) or (stop is not None and log_time >= stop):
-        return "outside_window"
-    return None
+@dataclass(frozen=True)
+class Verdict:
+    """Whether one record of the log is exported, and if not, why."""
+
+    tenant: str
+    start: datetime | None
+    stop: datetime | None
+    ledger: ForgetLedger
+    keys: KeyStore | None
+
+    def of(self, record: LogRecord) -> tuple[Event | None, str | None]:
+        from memstack.sealing import Shredded, open_record
+
+        if record.value is None:
+            return None, "empty"
+        try:
+            opened = open_record(record.value, self.keys)
+        except InvalidEventError:
+            return None, "invalid"
+        envelope: Envelope = opened.envelope if isinstance(opened, Shredded) else opened
+        log_time = record.position.log_time
+        if envelope.tenant != self.tenant:
+            return None, "other_tenant"
+        if envelope.kind is EventKind.FORGET_REQUESTED:
+            return None, "forget_request"
+        if (self.start and log_time < self.start) or (self.stop and log_time >= self.stop):
+            return None, "outside_window"
+        if isinstance(opened, Shredded):
+            return None, "shredded"  # its data key was destroyed by a forget request
+        if self.ledger.covers(opened, log_time):
+            return None, "forgotten"
+        return opened, None
 
 
 def export(settings: Settings, tenant: str, out: TextIO, *, start: datetime | None = None,
@@ -130,7 +145,11 @@ def main(tenant: str, output: Path | None, start: datetime | None, stop: datetim
     if output is None:
         return export(settings, tenant, sys.stdout, start=start, stop=stop)
     tmp = output.with_name(f".{output.name}.partial")
-    with tmp.open("w", encoding="utf-8") as fh:
-        result = export(settings, tenant, fh, start=start, stop=stop)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            result = export(settings, tenant, fh, start=start, stop=stop)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(output)  # a file appears only when complete
     return result

@@ -44,7 +44,7 @@ from memstack.pipelines.embedding import (
 from memstack.pipelines.log_reader import LogRecord, read_bounded
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.replay.portable import compare_reindexed
-from memstack.pipelines.replay.switch import current_stores, switch_stores
+from memstack.pipelines.replay.switch import CURRENT, current_stores, switch_stores
 from memstack.pipelines.stores.bundle import DUCKDB_FILE, Stores
 from memstack.settings import Settings
 
@@ -101,17 +101,24 @@ class StoresSwitcher:
                  hooks: SwitchHooks, keys: KeyStore | None = None) -> None:
         self.settings, self.base, self.encoder, self.keys = settings, base, encoder, keys
         self._on_store, self._apply_forgets, self.hooks = on_store, apply_forgets, hooks
-        self.attempted: set[Path] = set()
+        self.attempted: set[tuple[Path, int]] = set()
+        """Targets tried, with the pointer's change time: setting the pointer again retries."""
         self.last: SwitchOutcome | None = None
 
     @property
     def serving(self) -> Path:
         return self.base.stores.directory.resolve()
 
+    def _pointer_changed(self) -> int:
+        try:
+            return (self.settings.stores_dir / CURRENT).lstat().st_mtime_ns
+        except OSError:
+            return 0
+
     def wanted(self) -> Path | None:
         """The pointer's target when it is new stores this service has not tried yet."""
         target = current_stores(self.settings).resolve()
-        if target == self.serving or target in self.attempted:
+        if target == self.serving or (target, self._pointer_changed()) in self.attempted:
             return None
         return target if (target / DUCKDB_FILE).exists() else None
 
@@ -130,7 +137,7 @@ class StoresSwitcher:
 
     def _finish(self, outcome: SwitchOutcome) -> SwitchOutcome:
         if outcome.status != "later":
-            self.attempted.add(Path(outcome.target))
+            self.attempted.add((Path(outcome.target), self._pointer_changed()))
             self.last = outcome
             for hook in self.hooks.on_outcome:
                 hook(outcome)
