@@ -32,6 +32,7 @@ from memstack.jobs.run import (
     innermost,
     open_projector,
 )
+from memstack.jobs.service_switch import attach_switcher
 from memstack.pipelines.service.position import Position
 from memstack.settings import Settings
 
@@ -198,8 +199,6 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
         live = build_live_app(settings, options.run.live_config(), projector,
                               forgetting=_live_forgetting(settings, directory, projector))
         service = _live_service(settings, options, live, client, base)
-        from memstack.jobs.service_switch import attach_switcher
-
         attach_switcher(settings, live, projector, base, service.forgets, service_file(settings))
         app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service,
                          mcp_host=options.host)
