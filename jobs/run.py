@@ -51,7 +51,10 @@ class RunOptions:
     """Serve Prometheus ``/metrics`` on this loopback port (None: no metrics server)."""
 
     def stores_dir(self, settings: Settings) -> Path:
-        return self.stores if self.stores is not None else settings.stores_dir / "live"
+        """``--stores``, else where ``stores/current`` points (``stores/live`` without one)."""
+        from memstack.pipelines.replay.switch import current_stores
+
+        return self.stores if self.stores is not None else current_stores(settings)
 
     def live_config(self) -> LiveConfig:
         return LiveConfig(batch_max=self.batch_max, within_s=self.within_s,
@@ -61,7 +64,8 @@ class RunOptions:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stores", type=Path, default=None,
-                        help="stores directory (default: $MEMSTACK_HOME/stores/live)")
+                        help="stores directory (default: where $MEMSTACK_HOME/stores/current "
+                             "points, else $MEMSTACK_HOME/stores/live)")
     parser.add_argument("--until-caught-up", action="store_true",
                         help="exit once the end offsets seen at start are applied")
     parser.add_argument("--batch-size", type=int, default=64,
@@ -91,12 +95,13 @@ def open_projector(directory: Path, settings: Settings, threads: int,
     The caller owns the returned stores and closes them after the projector."""
     # One cache in front of the model: the session state re-reads the turns' vectors from it.
     from memstack.keystore import FileKeyStore
-    from memstack.pipelines.embedding import CachingEncoder, make_encoder
+    from memstack.pipelines.embedding import CachingEncoder, encoder_kind_for, make_encoder
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
-    encoder = CachingEncoder(make_encoder(batch_size=batch_size, threads=threads).load())
+    kind = encoder_kind_for(directory)  # the setting, else the encoder that built the stores
+    encoder = CachingEncoder(make_encoder(kind, batch_size=batch_size, threads=threads).load())
     ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
     stores = Stores.open(directory)
     try:

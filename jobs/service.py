@@ -32,6 +32,7 @@ from memstack.jobs.run import (
     innermost,
     open_projector,
 )
+from memstack.jobs.service_switch import attach_switcher
 from memstack.pipelines.service.position import Position
 from memstack.settings import Settings
 
@@ -201,13 +202,15 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
         live = build_live_app(settings, options.run.live_config(), projector,
                               forgetting=_live_forgetting(settings, directory, projector))
         service = _live_service(settings, options, live, client, base)
+        attach_switcher(settings, live, projector, base, service.forgets, service_file(settings))
         app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service,
                          mcp_host=options.host)
         metrics = _observed(app, live, projector, options)
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
                                         log_level="warning", lifespan="off",
                                         timeout_graceful_shutdown=10))
-        live.app.service(_http_service(server, _announce(settings, directory)))
+        live.app.service(_http_service(server, _announce(settings, directory,
+                                                         base.encoder.name)))
         code = run_worker(live)
     finally:
         service_file(settings).unlink(missing_ok=True)
@@ -236,14 +239,14 @@ def _observed(app: FastAPI, live: LiveApp, projector: Any,
     return metrics
 
 
-def _announce(settings: Settings, directory: Path) -> Any:
+def _announce(settings: Settings, directory: Path, encoder: str) -> Any:
     def listening(server: _Server) -> None:
         host, port = server.servers[0].sockets[0].getsockname()[:2]
         url = f"http://{host}:{port}"
         path = service_file(settings)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "stores": str(directory),
-                                   "topic_prefix": settings.topic_prefix}))
+                                   "topic_prefix": settings.topic_prefix, "encoder": encoder}))
         os.replace(tmp, path)
         log.info("memstack service ready at %s (stores %s); reads, writes and forgets over "
                  "HTTP, docs at %s/docs", url, directory, url)

@@ -77,6 +77,26 @@ def encoder_kind() -> str:
     return kind
 
 
+def kind_of(name: str) -> str:
+    """The ``MEMSTACK_ENCODER`` value of an encoder's recorded name (``encoder.json``)."""
+    for kind in ENCODERS:
+        if name == (MODEL_NAME if kind == "torch" else f"{MODEL_NAME} {kind}"):
+            return kind
+    raise ConfigError(f"the stores were built by the encoder {name!r}, which this version "
+                      f"cannot run (it runs {', '.join(ENCODERS)})")
+
+
+def encoder_kind_for(directory: Path) -> str:
+    """The encoder to write and query the stores in ``directory`` with: ``MEMSTACK_ENCODER``
+    when it is set, else the encoder that built them (``encoder.json``), else the default.
+    So a deployment switched to re-embedded stores (``memstack reindex``) restarts with their
+    encoder without a setting."""
+    if os.environ.get(ENCODER_ENV, "").strip():
+        return encoder_kind()
+    recorded = recorded_encoder(directory)
+    return kind_of(recorded) if recorded is not None else DEFAULT_ENCODER
+
+
 def make_encoder(kind: str | None = None, *, threads: int = TORCH_THREADS,
                  batch_size: int = BATCH_SIZE) -> LoadableEncoder:
     """A new encoder of ``kind`` (default: the setting); not loaded yet."""
@@ -231,6 +251,17 @@ class CachingEncoder:
     @property
     def dim(self) -> int:
         return self.inner.dim
+
+    def swap(self, inner: Encoder) -> Encoder:
+        """Encode with ``inner`` from now on (its dimension must be the same); the cached
+        vectors of the previous encoder are dropped. Returns the previous encoder. Everything
+        that holds this object (projector, session state, queries) switches at once."""
+        if inner.dim != self.dim:
+            raise ValueError(f"encoder {inner.name} gives {inner.dim}-dim vectors, not {self.dim}")
+        with self._lock:
+            previous, self.inner = self.inner, inner
+            self._cache.clear()
+        return previous
 
     def remember(self, texts: Sequence[str], vectors: Vectors) -> None:
         """Store vectors computed elsewhere (e.g. a replay's parallel embedding stage)."""

@@ -106,14 +106,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace, query: Any) -> dict[str, Any]:
+    from memstack.pipelines.embedding import encoder_kind_for, make_encoder
     from memstack.pipelines.stores.bundle import Stores, stores_dir
     from memstack.settings import Settings
     from memstack.view import MemoryView
     from memstack.view.ops import execute, to_json
 
     directory = args.stores or stores_dir(Settings.from_env())
+    encoder = make_encoder(encoder_kind_for(directory))  # loaded only if the query embeds
     with Stores.open(directory, read_only=True) as stores:
-        return to_json(execute(MemoryView(args.tenant, stores), query))
+        return to_json(execute(MemoryView(args.tenant, stores, encoder=encoder), query))
 
 
 def _remote(args: argparse.Namespace, query: Any) -> dict[str, Any]:

@@ -35,6 +35,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v.add_argument("a", type=Path)
     v.add_argument("b", type=Path)
     v.add_argument("--json", action="store_true", help="print JSON")
+    v.add_argument("--portable", action="store_true",
+                   help="compare what survives a move between logs (no log positions or "
+                        "transaction times; current facts): an import, a re-embedding")
+    v.add_argument("--tenant", default=None, help="with --portable: one tenant's rows only")
+    v.add_argument("--no-vectors", action="store_true",
+                   help="with --portable: leave vectors out (stores of another encoder)")
     v.set_defaults(func=_verify)
 
     s = sub.add_parser("stores", help="which stores readers serve from")
@@ -62,7 +68,8 @@ def _replay(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from memstack.jobs.verify import main
 
-    return main(args.a, args.b, as_json=args.json)
+    return main(args.a, args.b, as_json=args.json, portable=args.portable, tenant=args.tenant,
+                vectors=not args.no_vectors)
 
 
 def _switch(args: argparse.Namespace) -> int:

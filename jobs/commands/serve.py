@@ -84,8 +84,11 @@ def _read_only(args: argparse.Namespace, settings: Settings) -> int:
 
     keys = ApiKeys.from_env()  # fail before opening anything when no keys are configured
     directory = args.stores or stores_dir(settings)
+    from memstack.pipelines.embedding import encoder_kind_for, make_encoder
+
+    encoder = make_encoder(encoder_kind_for(directory))  # queries embed as the stores were
     with Stores.open(directory, read_only=True) as stores:
-        app = create_app(lambda: stores, keys=keys)
+        app = create_app(lambda: stores, keys=keys, encoder=encoder)
         log.info("serving %s read-only on http://%s:%d", directory, args.host, args.port)
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -41,6 +41,10 @@ class ForgetDesk:
         self._posted: dict[str, str] = {}
         self._lock = threading.Lock()
 
+    def move_to(self, stores_dir: Path) -> None:
+        """Answer statuses from other stores (the service switched to them)."""
+        self._stores_dir = stores_dir
+
     def request(self, tenant: str, body: Any, timeout_s: float = 30.0) -> dict[str, Any]:
         """Log ``{"scope": {...}, "reason": "..."}`` for ``tenant`` (blocking); the answer has
         the request id and the position after it."""

@@ -23,8 +23,14 @@ DUCKDB_FILE = "memstack.duckdb"
 LANCE_DIR = "lance"
 
 
-def stores_dir(settings: Settings, name: str = "live") -> Path:
-    """The directory of the stores called ``name`` under the settings' home."""
+def stores_dir(settings: Settings, name: str | None = None) -> Path:
+    """The directory of the stores called ``name`` under the settings' home; without a name,
+    the stores served: where ``stores/current`` points (``memstack stores switch``, ``memstack
+    reindex``), else ``stores/live``."""
+    if name is None:
+        from memstack.pipelines.replay.switch import current_stores
+
+        return current_stores(settings)
     return settings.stores_dir / name
 
 

@@ -305,6 +305,12 @@ class DuckDBEventIndex:
         return {t: int(self._query(f"SELECT count(*) AS n FROM {q(t)}").column(0)[0].as_py())
                 for t in EVENT_TABLES}
 
+    def table(self, name: str) -> pa.Table:
+        """Every row of one of :data:`EVENT_TABLES` (for comparisons across deployments)."""
+        if name not in EVENT_TABLES:
+            raise ValueError(f"no table {name!r}; one of {sorted(EVENT_TABLES)}")
+        return self._query(f"SELECT * FROM {q(name)}")
+
     def content_hashes(self) -> dict[str, str]:
         """Per table, a hash of its content (see :func:`arrow.table_hash`)."""
         return {t: arrow.table_hash(self._query(f"SELECT * FROM {q(t)}"), PRIMARY_KEYS[t])

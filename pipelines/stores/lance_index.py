@@ -355,6 +355,12 @@ class LanceVectorIndex:
         scores = table.column("score").to_pylist()
         return [MemoryHit(r, float(s)) for r, s in zip(rows, scores, strict=True)]
 
+    def table(self) -> pa.Table:
+        """Every memory row with its vector (for comparisons across deployments)."""
+        with translated("table", self._dir):
+            rows: pa.Table = self._table.to_arrow()
+        return rows
+
     def content_hashes(self) -> dict[str, str]:
         """Hash of the rows; embeddings rounded to :data:`arrow.VECTOR_TOLERANCE` (1e-4)."""
         with translated("content_hash", self._dir):
