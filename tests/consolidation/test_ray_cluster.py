@@ -1,0 +1,133 @@
+"""Consolidation on a Ray cluster of two nodes on loopback (a head and one worker node, each a
+``ray start`` process group): the job's actors run on both nodes; the worker node is killed
+(SIGKILL of its whole process group: raylet, workers, everything) mid-job and started again;
+the job replaces the lost actor, which resumes from its checkpoint, and every learner ends
+bit-identical to an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from memstack.infra.ray import RayConfig, non_loopback_listeners
+from memstack.infra.ray_cluster import NodeShape, RayCluster, free_port
+from memstack.operators.index import IndexOperator
+from memstack.pipelines.consolidation.actor import WorkerStatus
+from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
+from memstack.pipelines.consolidation.feed import Sharding
+from memstack.pipelines.consolidation.job import JobConfig, run_job
+from memstack.pipelines.consolidation.producer import FeedProducer, ensure_feed_topic
+from memstack.pipelines.embedding import MiniLMEncoder
+from memstack.pipelines.log_reader import end_offsets
+from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
+from memstack.settings import Settings
+from tests.consolidation.givens import SMALL
+from tests.pipelines.helpers import builder, logged
+
+pytestmark = pytest.mark.slow
+
+WINDOW = 16
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    """Head + worker node ``w1``, 2 CPUs and 150 MB of object store each; always torn down."""
+    cluster = RayCluster(tmp_path_factory.mktemp("ray-cluster"))
+    try:
+        cluster.up(workers=1, shape=NodeShape(num_cpus=2), gcs_port=free_port())
+        yield cluster
+    finally:
+        cluster.down()
+        assert cluster.process_groups() == []
+
+
+def _produce(settings: Settings, encoder: MiniLMEncoder, tmp: Path, users: int) -> dict[int, int]:
+    """Facts of two tenants (acme in 2 shards), then a wave of supersessions, through the real
+    feed producer (distilled with the real model)."""
+    topic = ensure_feed_topic(settings)
+    acme, globex = builder("acme"), builder("globex")
+    cities = ["Lisbon", "Porto", "Faro", "Braga", "Evora", "Coimbra"]
+    first = [logged(b.fact("s1", f"user:{i}", rel, cities[(i + k) % 6]), t)
+             for t, (b, i, k, rel) in enumerate(
+                 (b, i, k, rel) for b in (acme, globex) for i in range(users)
+                 for k, rel in enumerate(("lives_in", "works_in")))]
+    later = [logged(acme.fact("s2", f"user:{i}", "lives_in", cities[(i + 3) % 6]), 10_000 + i)
+             for i in range(0, users, 2)]
+    events = DuckDBEventIndex(tmp / "memstack.duckdb")
+    producer = FeedProducer(settings.bootstrap, topic, Distiller(StoreTeacher(events, encoder)),
+                            Sharding.parse("acme=2"))
+    operator = IndexOperator()
+    try:
+        for batch in (first[:len(first) // 2], first[len(first) // 2:], later):
+            mutations = operator.apply_batch(batch)
+            events.apply(mutations, {}, topic="t")
+            producer.publish(mutations)
+    finally:
+        producer.close()
+        events.close()
+    return end_offsets(settings.bootstrap, topic)
+
+
+def _job(settings: Settings, cluster: RayCluster, centre: torch.Tensor,
+         lines: list[str], on_line: object = None) -> list[WorkerStatus]:
+    address = cluster.address()
+    assert address is not None
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if callable(on_line):
+            on_line(line)
+
+    config = JobConfig(actors=2, until_caught_up=True, window=WINDOW, checkpoint_every=100_000,
+                       progress_every_s=0.05, learner=SMALL)
+    return run_job(settings, config, centre=centre, progress=say,
+                   ray_config=RayConfig(address=address, token_path=cluster.token_path))
+
+
+def _digests(statuses: list[WorkerStatus]) -> dict[str, str]:
+    return {shard: d for s in statuses for shard, d in s.digests.items()}
+
+
+def test_actors_on_both_nodes_and_a_killed_node_resumes_to_the_same_digests(
+        ray_cluster: RayCluster, topics: Settings, minilm: MiniLMEncoder,
+        centre: torch.Tensor, tmp_path: Path) -> None:
+    ends = _produce(topics, minilm, tmp_path, users=120)
+    assert sum(ends.values()) > 10 * 2 * WINDOW  # many windows: the job takes many rounds
+    nodes = ray_cluster.alive_nodes()
+    assert set(nodes) == {"head", "w1"}
+    for pgid in ray_cluster.state().nodes.values():  # type: ignore[union-attr]
+        assert non_loopback_listeners(pgid) == []  # every node's ports on 127.0.0.1
+
+    # uninterrupted: one actor per node (SPREAD)
+    lines: list[str] = []
+    whole = _job(topics.with_(home=tmp_path / "whole"), ray_cluster, centre, lines)
+    assert {s.node for s in whole} == set(nodes.values()), lines
+    assert all(s.offsets == {p: ends[p] for p in s.offsets} for s in whole)
+    assert len(_digests(whole)) == 3  # acme#0, acme#1, globex
+
+    # interrupted: after the first round, the worker node dies and comes back
+    crashed: list[str] = []
+
+    def crash_once(line: str) -> None:
+        if crashed or not line.startswith("offsets "):
+            return
+        crashed.append(line)
+        assert ray_cluster.stop_node("w1", kill=True)
+        ray_cluster.up(workers=1)  # the node again, a new node id
+
+    lines = []
+    resumed = _job(topics.with_(home=tmp_path / "resumed"), ray_cluster, centre, lines,
+                   crash_once)
+    lost = [line for line in lines if "lost" in line]
+    assert len(lost) == 1, lines
+    [back] = [line for line in lines if "resumed at offsets" in line]
+    resumed_at = back.split("offsets {", 1)[1].split("}", 1)[0]
+    assert sum(int(o.split(":")[1]) for o in resumed_at.split(",")) > 0, lines  # a checkpoint
+    assert len({s.node for s in resumed}) == 2, lines
+    assert {s.node for s in resumed} == set(ray_cluster.alive_nodes().values())
+    assert [s.offsets for s in resumed] == [s.offsets for s in whole]
+    assert _digests(resumed) == _digests(whole)  # bit-identical weights, every shard
