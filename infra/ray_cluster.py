@@ -174,6 +174,20 @@ class RayCluster:
             return {}
         return dict(alive_nodes(state.address, self.token_path, timeout_s))
 
+    def node_report(self) -> dict[str, dict[str, object]]:
+        """Per node: its process group, whether it runs, and its id in the GCS (None when the
+        GCS does not list it alive, or does not answer)."""
+        state = self.state()
+        if state is None:
+            return {}
+        try:
+            alive = self.alive_nodes(timeout_s=5)
+        except Exception:  # the GCS (on the head) does not answer
+            alive = {}
+        return {n: {"process_group": g, "running": _group_alive(g),
+                    "node_id": alive.get(n) if _group_alive(g) else None}
+                for n, g in state.nodes.items()}
+
     def _node_ids(self, name: str) -> set[str]:
         state = self.state()
         if state is None or not _group_alive(state.nodes.get(HEAD, -1)):

@@ -7,6 +7,10 @@ bit-identical to an uninterrupted run's.
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +19,7 @@ import torch
 
 from memstack.infra.ray import RayConfig, non_loopback_listeners
 from memstack.infra.ray_cluster import NodeShape, RayCluster, free_port
+from memstack.jobs.run import worker_env
 from memstack.operators.index import IndexOperator
 from memstack.pipelines.consolidation.actor import WorkerStatus
 from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
@@ -36,7 +41,7 @@ WINDOW = 16
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     """Head + worker node ``w1``, 2 CPUs and 150 MB of object store each; always torn down."""
-    cluster = RayCluster(tmp_path_factory.mktemp("ray-cluster"))
+    cluster = RayCluster(tmp_path_factory.mktemp("ray-home") / "ray-cluster")
     try:
         cluster.up(workers=1, shape=NodeShape(num_cpus=2), gcs_port=free_port())
         yield cluster
@@ -131,3 +136,20 @@ def test_actors_on_both_nodes_and_a_killed_node_resumes_to_the_same_digests(
     assert {s.node for s in resumed} == set(ray_cluster.alive_nodes().values())
     assert [s.offsets for s in resumed] == [s.offsets for s in whole]
     assert _digests(resumed) == _digests(whole)  # bit-identical weights, every shard
+
+    # the user's entry: `memstack consolidate --ray ADDRESS` (the token found via MEMSTACK_HOME)
+    env = {**worker_env(topics.with_(home=ray_cluster.home.parent))}
+    status = json.loads(_cli(env, "infra", "ray", "status", "--json"))
+    assert status["running"] and set(status["nodes"]) == {"head", "w1"}
+    out = _cli(env, "consolidate", "--ray", str(ray_cluster.address()), "--until-caught-up",
+               "--actors", "2", "--window", str(WINDOW), "--dim", "256")
+    placed = re.findall(r"on node ([0-9a-f]{12}), offsets (\{[^}]*\})", out)
+    assert len({node for node, _ in placed}) == 2, out
+    assert sorted(offsets for _, offsets in placed) == sorted(str(s.offsets) for s in whole)
+
+
+def _cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "memstack.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
