@@ -19,19 +19,14 @@ import torch
 
 from memstack.infra.ray import RayConfig, non_loopback_listeners
 from memstack.infra.ray_cluster import NodeShape, RayCluster, free_port
+from memstack.jobs.cluster_check import produce_fact_feed
 from memstack.jobs.run import worker_env
-from memstack.operators.index import IndexOperator
 from memstack.pipelines.consolidation.actor import WorkerStatus
-from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
-from memstack.pipelines.consolidation.feed import Sharding
 from memstack.pipelines.consolidation.job import JobConfig, run_job
-from memstack.pipelines.consolidation.producer import FeedProducer, ensure_feed_topic
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.log_reader import end_offsets
-from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.settings import Settings
 from tests.consolidation.givens import SMALL
-from tests.pipelines.helpers import builder, logged
 
 pytestmark = pytest.mark.slow
 
@@ -48,33 +43,6 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
     finally:
         cluster.down()
         assert cluster.process_groups() == []
-
-
-def _produce(settings: Settings, encoder: MiniLMEncoder, tmp: Path, users: int) -> dict[int, int]:
-    """Facts of two tenants (acme in 2 shards), then a wave of supersessions, through the real
-    feed producer (distilled with the real model)."""
-    topic = ensure_feed_topic(settings)
-    acme, globex = builder("acme"), builder("globex")
-    cities = ["Lisbon", "Porto", "Faro", "Braga", "Evora", "Coimbra"]
-    first = [logged(b.fact("s1", f"user:{i}", rel, cities[(i + k) % 6]), t)
-             for t, (b, i, k, rel) in enumerate(
-                 (b, i, k, rel) for b in (acme, globex) for i in range(users)
-                 for k, rel in enumerate(("lives_in", "works_in")))]
-    later = [logged(acme.fact("s2", f"user:{i}", "lives_in", cities[(i + 3) % 6]), 10_000 + i)
-             for i in range(0, users, 2)]
-    events = DuckDBEventIndex(tmp / "memstack.duckdb")
-    producer = FeedProducer(settings.bootstrap, topic, Distiller(StoreTeacher(events, encoder)),
-                            Sharding.parse("acme=2"))
-    operator = IndexOperator()
-    try:
-        for batch in (first[:len(first) // 2], first[len(first) // 2:], later):
-            mutations = operator.apply_batch(batch)
-            events.apply(mutations, {}, topic="t")
-            producer.publish(mutations)
-    finally:
-        producer.close()
-        events.close()
-    return end_offsets(settings.bootstrap, topic)
 
 
 def _job(settings: Settings, cluster: RayCluster, centre: torch.Tensor,
@@ -100,7 +68,8 @@ def _digests(statuses: list[WorkerStatus]) -> dict[str, str]:
 def test_actors_on_both_nodes_and_a_killed_node_resumes_to_the_same_digests(
         ray_cluster: RayCluster, topics: Settings, minilm: MiniLMEncoder,
         centre: torch.Tensor, tmp_path: Path) -> None:
-    ends = _produce(topics, minilm, tmp_path, users=120)
+    produce_fact_feed(topics, minilm, tmp_path / "teacher.duckdb", users=120)
+    ends = end_offsets(topics.bootstrap, f"{topics.topic_prefix}.consolidation")
     assert sum(ends.values()) > 10 * 2 * WINDOW  # many windows: the job takes many rounds
     nodes = ray_cluster.alive_nodes()
     assert set(nodes) == {"head", "w1"}
