@@ -9,9 +9,11 @@
 # Needs what the development machine has: Java 17 on PATH, a Python with this project's stack
 # (pyflink, ray, torch, kafka-python, duckdb, lancedb: $PYTHON, else .venv/bin/python) and the
 # jars resolved once with Maven (infra/kafka/lib, infra/flink/lib: carry them, the host may
-# have no network). It checks all of that first and stops, naming what is missing.
-#     run(command="bash jobs/cluster_device_check.sh", carry=[".venv", "infra/kafka/lib",
-#         "infra/flink/lib"], timeout_s=580)
+# have no network). It checks all of that first and stops, naming what is missing. The venv is
+# ~3 GB, over what the device tool carries (64 MiB): on a lent accelerator host, the image must
+# hold the stack (or PYTHON name one that does); on any bigger machine with `make demo` done,
+# run it as is:
+#     bash jobs/cluster_device_check.sh            # OUT=out/clusters
 # Pass --quick as the first argument for a small run (2 TaskManagers, 1 worker node).
 set -uo pipefail
 cd "$(dirname "$0")/.."
