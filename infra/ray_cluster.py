@@ -222,7 +222,9 @@ class RayCluster:
         self.token_path.chmod(0o600)
 
     def _temp_dir(self, name: str) -> Path:
-        return short_temp_dir(self.home / "tmp" / name)
+        """Always the short form (``/tmp/memstack-ray-<hash of the long path>``): Ray's socket
+        paths under it must stay under 107 bytes."""
+        return short_temp_dir(self.home / "tmp" / name, always=True)
 
     def _spawn(self, state: RayClusterState, name: str) -> int:
         temp = self._temp_dir(name)

@@ -88,7 +88,9 @@ def test_a_driver_finds_the_token_of_the_cluster_under_its_home(tmp_path: Path) 
 
 
 def test_ray_temp_dirs_leave_room_for_its_socket_paths(tmp_path: Path) -> None:
-    deep = tmp_path / ("x" * 40) / "ray-cluster" / "tmp" / "head"
-    socket = short_temp_dir(deep) / "session_2026-12-01_05-51-28_495881_29960/sockets/plasma_store"
-    assert len(str(socket)) <= 107
+    session = "session_2026-12-01_05-51-28_495881_29960/sockets/plasma_store.1"
+    for wanted in (tmp_path / ("x" * 40) / "ray-cluster" / "tmp" / "w1", Path("/tmp/" + "y" * 35)):
+        assert len(str(short_temp_dir(wanted) / session)) <= 107
+    cluster = RayCluster(tmp_path / "ray-cluster")
+    assert len(str(cluster._temp_dir("w1") / session)) <= 107
 
