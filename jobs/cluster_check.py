@@ -181,15 +181,23 @@ def ray_check(settings: Settings, work: Path, args: argparse.Namespace) -> dict[
             "digests_equal": 1 if digests["whole"] == digests["resumed"] else 0}
 
 
+def moved_everywhere(line: str) -> bool:
+    """Whether a job progress line (``offsets {0: 32, 1: 16} of {...}; ...``) shows every
+    partition past offset 0, so every actor has a checkpoint to resume from."""
+    if not line.startswith("offsets {"):
+        return False
+    done = line.removeprefix("offsets {").split("}", 1)[0]
+    return all(int(pair.split(":")[1]) > 0 for pair in done.split(","))
+
+
 def _crasher(cluster: Any, lines: list[str], crash: bool) -> Any:
-    """A progress callback that, with ``crash``, kills node w1 after the first round and
-    starts it again."""
+    """A progress callback that, with ``crash``, kills node w1 once every actor has a
+    checkpoint (the first round that moved every partition) and starts it again."""
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
-        first_round = line.startswith("offsets ") and not any(
-            x.startswith("offsets ") for x in lines)
+        first = moved_everywhere(line) and not any(moved_everywhere(x) for x in lines)
         lines.append(line)
-        if crash and first_round:
+        if crash and first:
             cluster.stop_node("w1", kill=True)
             cluster.up(len(cluster.state().nodes) - 1)
     return say

@@ -19,7 +19,7 @@ import torch
 
 from memstack.infra.ray import RayConfig, non_loopback_listeners
 from memstack.infra.ray_cluster import NodeShape, RayCluster, free_port
-from memstack.jobs.cluster_check import produce_fact_feed
+from memstack.jobs.cluster_check import moved_everywhere, produce_fact_feed
 from memstack.jobs.run import worker_env
 from memstack.pipelines.consolidation.actor import WorkerStatus
 from memstack.pipelines.consolidation.job import JobConfig, run_job
@@ -87,7 +87,7 @@ def test_actors_on_both_nodes_and_a_killed_node_resumes_to_the_same_digests(
     crashed: list[str] = []
 
     def crash_once(line: str) -> None:
-        if crashed or not line.startswith("offsets "):
+        if crashed or not moved_everywhere(line):  # every actor has a checkpoint by now
             return
         crashed.append(line)
         assert ray_cluster.stop_node("w1", kill=True)
@@ -101,8 +101,9 @@ def test_actors_on_both_nodes_and_a_killed_node_resumes_to_the_same_digests(
     [back] = [line for line in lines if "resumed at offsets" in line]
     resumed_at = back.split("offsets {", 1)[1].split("}", 1)[0]
     assert sum(int(o.split(":")[1]) for o in resumed_at.split(",")) > 0, lines  # a checkpoint
-    assert len({s.node for s in resumed}) == 2, lines
-    assert {s.node for s in resumed} == set(ray_cluster.alive_nodes().values())
+    assert crashed[0].endswith("2 node(s)"), crashed  # before the crash: both nodes at work
+    # the replacement goes wherever SPREAD puts it (the restarted w1 or the head): a live node
+    assert {s.node for s in resumed} <= set(ray_cluster.alive_nodes().values()), lines
     assert [s.offsets for s in resumed] == [s.offsets for s in whole]
     assert _digests(resumed) == _digests(whole)  # bit-identical weights, every shard
 
