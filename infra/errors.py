@@ -42,3 +42,11 @@ class TopicConfigMismatchError(TopicError):
 
 class ConsoleToolError(InfraError):
     """One of Kafka's console tools failed; the message has its output."""
+
+
+class FlinkClusterError(InfraError):
+    """The standalone Flink cluster did not start or stop; the message ends with its log tail."""
+
+
+class RayClusterError(InfraError):
+    """A node of the local Ray cluster did not start or stop; the message says what to run."""

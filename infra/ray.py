@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 OBJECT_STORE_BYTES = 200 * 1024 * 1024
-MAX_TEMP_DIR_CHARS = 60
-"""Ray puts unix sockets under ``<temp>/session_<date>_<pid>/sockets/``: paths over 107 bytes
+MAX_TEMP_DIR_CHARS = 40
+"""Ray puts unix sockets under ``<temp>/session_<date>_<time>_<pid>/sockets/plasma_store`` (62
+more characters, 64 on a second node of one machine: ``plasma_store.1``): paths over 107 bytes
 fail, so a longer temp dir is replaced by a short one under the system temp dir."""
 
 _ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
@@ -47,6 +48,9 @@ class RayConfig:
     num_gpus: int = 0
     object_store_bytes: int = OBJECT_STORE_BYTES
     temp_dir: Path | None = None
+    token_path: Path | None = None
+    """Ray's authentication token of the cluster at ``address`` (``memstack infra ray up``
+    writes one per cluster); None: Ray's own lookup (``RAY_AUTH_*``, ``~/.ray``)."""
 
     @property
     def local(self) -> bool:
@@ -57,7 +61,14 @@ class RayConfig:
         address = os.environ.get("MEMSTACK_RAY_ADDRESS") or None
         cpus = _env_int("MEMSTACK_RAY_CPUS", 2)
         gpus = _env_int("MEMSTACK_RAY_GPUS", detect_gpus())
-        return cls(address, cpus, gpus, OBJECT_STORE_BYTES, short_temp_dir(settings.home / "ray"))
+        return cls(address, cpus, gpus, OBJECT_STORE_BYTES, short_temp_dir(settings.home / "ray"),
+                   cluster_token(settings, address))
+
+    def joining(self, address: str, settings: Settings) -> RayConfig:
+        """This config, joining the cluster at ``address`` instead of starting Ray."""
+        from dataclasses import replace
+
+        return replace(self, address=address, token_path=cluster_token(settings, address))
 
     def init_kwargs(self) -> dict[str, Any]:
         """The ``ray.init`` arguments of this config."""
@@ -69,6 +80,16 @@ class RayConfig:
         return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus,
                 "object_store_memory": self.object_store_bytes, "include_dashboard": False,
                 "_temp_dir": str(self.temp_dir), "_node_ip_address": LOOPBACK, **common}
+
+
+def cluster_token(settings: Settings, address: str | None) -> Path | None:
+    """The token of the local cluster (``memstack infra ray up``) when it runs at ``address``."""
+    if address is None:
+        return None
+    from memstack.infra.ray_cluster import RayCluster
+
+    cluster = RayCluster(settings.home / "ray-cluster")
+    return cluster.token_path if cluster.address() == address else None
 
 
 def _env_int(name: str, default: int) -> int:
@@ -89,10 +110,11 @@ def detect_gpus() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
-def short_temp_dir(wanted: Path) -> Path:
-    """``wanted`` if Ray's socket paths fit under it, else a short stable dir in /tmp."""
+def short_temp_dir(wanted: Path, *, always: bool = False) -> Path:
+    """``wanted`` if Ray's socket paths fit under it, else (or ``always``) a short stable dir
+    in /tmp named by a hash of ``wanted``."""
     wanted = wanted.resolve()
-    if len(str(wanted)) <= MAX_TEMP_DIR_CHARS:
+    if len(str(wanted)) <= MAX_TEMP_DIR_CHARS and not always:
         return wanted
     tag = hashlib.blake2b(str(wanted).encode(), digest_size=4).hexdigest()
     return Path(tempfile.gettempdir()) / f"memstack-ray-{tag}"
@@ -115,10 +137,14 @@ def _loopback_only() -> None:
 
 def start_ray(config: RayConfig) -> dict[str, Any]:
     """``ray.init`` with ``config`` (environment set first); returns the cluster resources."""
-    if config.local:
-        _loopback_only()
+    if config.local or _on_loopback(config.address):
+        _loopback_only()  # a loopback address stays one (else Ray dials the external address)
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if config.token_path is not None:
+        from memstack.infra.ray_cluster import use_token
+
+        use_token(config.token_path)
     import ray
 
     if ray.is_initialized():
@@ -129,6 +155,11 @@ def start_ray(config: RayConfig) -> dict[str, Any]:
     resources: dict[str, Any] = ray.cluster_resources()  # type: ignore[no-untyped-call]  # ray
     log.info("ray %s: %s", "local" if config.local else f"at {config.address}", resources)
     return resources
+
+
+def _on_loopback(address: str | None) -> bool:
+    host = (address or "").removeprefix("ray://").rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost")
 
 
 def stop_ray() -> None:

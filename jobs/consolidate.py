@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from memstack.infra.ray import RayConfig
 from memstack.pipelines.consolidation.actor import WorkerStatus
 from memstack.pipelines.consolidation.job import JobConfig, run_job
 from memstack.settings import Settings
@@ -40,14 +41,19 @@ def backfill(settings: Settings) -> int:
             producer.close()
 
 
-def main(settings: Settings, config: JobConfig, *, with_backfill: bool = False) -> int:
+def main(settings: Settings, config: JobConfig, *, with_backfill: bool = False,
+         ray_address: str | None = None) -> int:
     if with_backfill:
         n = backfill(settings)
         print(f"backfill: {n} current fact version(s) fed", file=sys.stderr)
-    statuses: list[WorkerStatus] = run_job(settings, config,
+    ray = RayConfig.from_settings(settings)
+    if ray_address is not None:
+        ray = ray.joining(ray_address, settings)
+    statuses: list[WorkerStatus] = run_job(settings, config, ray_config=ray,
                                            progress=lambda line: print(line, file=sys.stderr))
     for s in statuses:
-        print(f"{s.group}: device {s.device}, offsets {s.offsets}, {s.items} live item(s), "
+        where = f" on node {s.node[:12]}" if s.node else ""
+        print(f"{s.group}: device {s.device}{where}, offsets {s.offsets}, {s.items} live item(s), "
               f"{s.applied} applied, {s.skipped} skipped, {s.bad} bad, "
               f"{len(s.digests)} learner(s)")
     return 0

@@ -25,12 +25,13 @@ def printer(stream: TextIO = sys.stderr) -> object:
 def main(*, start: str, stop: str, into: Path, parallelism: int = 1,
          worker_mode: WorkerMode = "process", send_dead_letters: bool = False,
          honour_forget: bool = True, embed_batch: int = 1024,
-         prepare_key: PrepareKey = "record", settings: Settings | None = None) -> ReplayResult:
+         prepare_key: PrepareKey = "record", flink: str | None = None,
+         settings: Settings | None = None) -> ReplayResult:
     settings = settings or Settings.from_env()
     spec = ReplaySpec(into=into.resolve(), start=parse_point(start), stop=parse_point(stop),
                       parallelism=parallelism, worker_mode=worker_mode,
                       send_dead_letters=send_dead_letters, honour_forget=honour_forget,
-                      embed_batch=embed_batch, prepare_key=prepare_key)
+                      embed_batch=embed_batch, prepare_key=prepare_key, cluster=flink)
     return run_replay(spec, settings, printer())  # type: ignore[arg-type]  # a ProgressTracker callback
 
 

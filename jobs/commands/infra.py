@@ -11,6 +11,7 @@ from typing import Any
 from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
 from memstack.infra.jars import is_resolved
 from memstack.infra.topics import apply_topic_specs, describe_topics, topic_specs
+from memstack.jobs.commands import _infra_flink, _infra_ray
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = actions.add_parser("status", help="show the broker and the topics")
     status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(func=_status)
+    _infra_flink.register(actions)  # memstack infra flink up|down|status
+    _infra_ray.register(actions)  # memstack infra ray up|down|status|kill-node
 
 
 def _broker(settings: Settings, *, fast_start: bool = False) -> KafkaBroker:

@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "the writer restores each partition's log order either way")
     p.add_argument("--worker-mode", choices=["process", "loopback"], default="process",
                    help="Python UDF workers as processes (default) or threads of this process")
+    p.add_argument("--flink", metavar="HOST:PORT", default=None,
+                   help="submit to a standalone Flink cluster at this REST address (`memstack "
+                        "infra flink up` starts one) instead of the local mini-cluster")
     p.add_argument("--send-dead-letters", action="store_true",
                    help="send dead letters to the DLQ (live already did for the same records)")
     p.add_argument("--ignore-forget", action="store_true",
@@ -60,7 +63,7 @@ def _replay(args: argparse.Namespace) -> int:
                   parallelism=args.parallelism, worker_mode=args.worker_mode,
                   send_dead_letters=args.send_dead_letters,
                   honour_forget=not args.ignore_forget, embed_batch=args.embed_batch,
-                  prepare_key=args.prepare_key)
+                  prepare_key=args.prepare_key, flink=args.flink)
     print(summary(result))
     return 0
 

@@ -29,3 +29,8 @@ class CheckpointError(ConsolidationError):
 
     Restore from an older checkpoint, or rebuild the learner from its write log.
     """
+
+
+class ConsolidationJobError(ConsolidationError):
+    """The consolidation job lost an actor more often than it may restart one; the message
+    says what to run once the cluster is healthy (the checkpoints are kept)."""

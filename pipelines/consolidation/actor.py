@@ -65,6 +65,8 @@ class WorkerStatus:
     bad: int
     checkpoints: int
     digests: dict[str, str]
+    node: str = ""
+    """The Ray node id the worker runs on ("" outside Ray)."""
 
 
 class ConsolidationWorker:
@@ -194,10 +196,17 @@ class ConsolidationWorker:
     def status(self) -> WorkerStatus:
         return WorkerStatus(self.config.group, self.device, dict(self.offsets), self.bank.n_items,
                             self.applied, self.skipped, self.bad, self.checkpoints,
-                            self.bank.digests())
+                            self.bank.digests(), ray_node_id())
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def ray_node_id() -> str:
+    """The id of the Ray node this process runs on, or "" when Ray is not initialised here."""
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id()) if ray.is_initialized() else ""
 
 
 def actor_class(num_gpus: float = 0.0) -> Any:

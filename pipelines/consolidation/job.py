@@ -1,14 +1,18 @@
 """The consolidation job: Ray actors over the feed partitions, until caught up or forever.
 
-``run_job`` starts (or joins, with ``MEMSTACK_RAY_ADDRESS``) Ray, splits the feed partitions
-over the actors, and drives them in rounds of ``progress_every_s``, logging per-partition
-offsets against the end offsets, the rate and an ETA. Checkpoints go under
+``run_job`` starts (or joins, with ``MEMSTACK_RAY_ADDRESS`` or ``--ray``) Ray, splits the feed
+partitions over the actors, spread over the cluster's nodes (``SPREAD``), and drives them in
+rounds of ``progress_every_s``, logging per-partition offsets against the end offsets, the rate
+and an ETA. Each round ends with a checkpoint per actor; an actor lost with its node (or killed)
+is created again, loads its group's latest checkpoint and goes on from there, up to
+``actor_restarts`` times per job. Checkpoints go under
 ``<MEMSTACK_HOME>/consolidation/checkpoints/<group>/``; the centring vector of new learners is
 computed once from the encoder and kept in ``<MEMSTACK_HOME>/consolidation/centre.pt``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -20,6 +24,7 @@ import torch
 
 from memstack.infra.ray import RayConfig, gpu_available, start_ray, stop_ray
 from memstack.operators.consolidation import FeatureConfig, LearnerConfig
+from memstack.operators.consolidation.errors import ConsolidationJobError
 from memstack.pipelines.consolidation.actor import (
     WorkerConfig,
     WorkerStatus,
@@ -46,6 +51,8 @@ class JobConfig:
     progress_every_s: float = 10.0
     max_s: float | None = None
     learner: LearnerConfig | None = field(default=None)
+    actor_restarts: int = 3
+    """Actors lost (a node died) that are created again before the job gives up."""
 
     def learner_config(self) -> LearnerConfig:
         return self.learner or LearnerConfig(features=FeatureConfig(dim=self.dim))
@@ -75,43 +82,91 @@ def job_centre(settings: Settings) -> torch.Tensor:
 
 
 def run_job(settings: Settings, config: JobConfig, *, centre: torch.Tensor | None = None,
-            progress: Progress | None = None) -> list[WorkerStatus]:
+            progress: Progress | None = None,
+            ray_config: RayConfig | None = None) -> list[WorkerStatus]:
     """Run the actors; return their final status (after a last checkpoint)."""
     say = progress or (lambda line: log.info("%s", line))
     topic = ensure_feed_topic(settings)
     centre = job_centre(settings) if centre is None else centre
-    start_ray(RayConfig.from_settings(settings))
-    handles: list[Any] = []
+    start_ray(ray_config or RayConfig.from_settings(settings))
+    fleet = _Fleet([])
     try:
         ends = end_offsets(settings.bootstrap, topic)
         groups = assign_partitions(sorted(ends), config.actors)
-        for group in groups:
-            gpu = gpu_available()
-            worker = WorkerConfig(settings.bootstrap, topic, group, checkpoint_root(settings),
-                                  config.learner_config(), centre,
-                                  "cuda" if gpu else "cpu", config.window,
-                                  config.checkpoint_every, config.keep)
-            handles.append(actor_class(1.0 if gpu else 0.0).remote(worker))
-        say(f"consolidating {topic}: {len(handles)} actor(s) over partitions {groups}, "
+        gpu = gpu_available()
+        fleet = _Fleet([WorkerConfig(settings.bootstrap, topic, group, checkpoint_root(settings),
+                                     config.learner_config(), centre, "cuda" if gpu else "cpu",
+                                     config.window, config.checkpoint_every, config.keep)
+                        for group in groups], gpu=gpu, restarts=config.actor_restarts)
+        say(f"consolidating {topic}: {len(fleet.handles)} actor(s) over partitions {groups}, "
             f"end offsets {ends}")
-        return _drive(handles, ends if config.until_caught_up else None, config, say)
+        return _drive(fleet, ends if config.until_caught_up else None, config, say)
     finally:
-        import ray
-
-        for handle in handles:
-            ray.kill(handle)
+        fleet.kill()
         stop_ray()
 
 
-def _drive(handles: list[Any], stop: dict[int, int] | None, config: JobConfig,
-           say: Progress) -> list[WorkerStatus]:
-    import ray
+class _Fleet:
+    """The job's actors, one per partition group, spread over the nodes; an actor lost with
+    its node is created again from its config (it resumes from its latest checkpoint)."""
 
+    def __init__(self, workers: list[WorkerConfig], *, gpu: bool = False,
+                 restarts: int = 0) -> None:
+        self.workers = workers
+        self.gpu = gpu
+        self.restarts_left = restarts
+        self.handles: list[Any] = [self._create(w) for w in workers]
+
+    def _create(self, worker: WorkerConfig) -> Any:
+        return actor_class(1.0 if self.gpu else 0.0).options(
+            scheduling_strategy="SPREAD").remote(worker)
+
+    def round(self, stop: dict[int, int] | None, seconds: float,
+              say: Progress) -> list[WorkerStatus]:
+        """One round: every actor runs ``seconds`` (and checkpoints); lost ones are replaced."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        refs = [h.run.remote(stop, seconds) for h in self.handles]
+        statuses: list[WorkerStatus] = []
+        for n, ref in enumerate(refs):
+            try:
+                statuses.append(ray.get(ref))
+            except RayActorError as exc:
+                statuses.append(self._replace(n, exc, say))
+        return statuses
+
+    def _replace(self, n: int, exc: Exception, say: Progress) -> WorkerStatus:
+        import ray
+
+        group = self.workers[n].group
+        if self.restarts_left <= 0:
+            raise ConsolidationJobError(
+                f"the actor of feed partitions {group} was lost again ({exc}) and the job's "
+                "actor restarts are used up; its checkpoints are kept: run `memstack "
+                "consolidate` again once the cluster is healthy") from exc
+        self.restarts_left -= 1
+        say(f"actor {group} lost ({type(exc).__name__}: its node died or it was killed); "
+            "creating it again from its latest checkpoint")
+        self.handles[n] = self._create(self.workers[n])
+        status: WorkerStatus = ray.get(self.handles[n].status.remote())
+        say(f"actor {group} resumed at offsets {status.offsets} on node {status.node[:12]}")
+        return status
+
+    def kill(self) -> None:
+        import ray
+
+        for handle in self.handles:
+            with contextlib.suppress(Exception):  # already gone with its node
+                ray.kill(handle)
+
+
+def _drive(fleet: _Fleet, stop: dict[int, int] | None, config: JobConfig,
+           say: Progress) -> list[WorkerStatus]:
     started = time.monotonic()
     first: int | None = None
     while True:
-        statuses: list[WorkerStatus] = ray.get([
-            h.run.remote(stop, config.progress_every_s) for h in handles])
+        statuses = fleet.round(stop, config.progress_every_s, say)
         done = {p: o for s in statuses for p, o in s.offsets.items()}
         total = sum(done.values())
         first = total if first is None else first
@@ -120,8 +175,10 @@ def _drive(handles: list[Any], stop: dict[int, int] | None, config: JobConfig,
         target = stop or {p: max(o, done.get(p, 0)) for p, o in done.items()}
         left = sum(max(0, o - done.get(p, 0)) for p, o in target.items())
         eta = f"{left / rate:.0f} s" if rate > 0 and left else "-"
+        nodes = len({s.node for s in statuses})
         say(f"offsets {done} of {target}; {sum(s.items for s in statuses)} live item(s); "
-            f"{rate:.0f} records/s; eta {eta}; devices {[s.device for s in statuses]}")
+            f"{rate:.0f} records/s; eta {eta}; devices {[s.device for s in statuses]}; "
+            f"{nodes} node(s)")
         if stop is not None and left == 0:
             return statuses
         if config.max_s is not None and elapsed >= config.max_s:

@@ -19,3 +19,7 @@ class ReplayJobError(ReplayError):
 
 class StoresSwitchError(ReplayError):
     """The stores pointer could not be switched (the target is not a set of stores)."""
+
+
+class FlinkClusterUnavailableError(ReplayError):
+    """``--flink HOST:PORT`` names no cluster that can run the job (down, or too few slots)."""

@@ -5,6 +5,11 @@ Before the gateway JVM starts (once per Python process): ``FLINK_LOG_DIR``, ``TM
 interpreter (the venv's), never ``python`` from PATH. ``worker_mode`` chooses where UDFs run:
 ``process`` (one Python worker process per slot, real parallelism, as on a cluster) or
 ``loopback`` (threads in this process: faster to start, but one GIL).
+
+With ``cluster`` (``HOST:PORT``, a standalone cluster's REST address) the job is submitted there
+(``execution.target: remote``) instead: the UDFs run in Python workers the TaskManagers start,
+with ``python.executable`` (this interpreter) and ``python.pythonpath`` (the folder holding the
+``memstack`` package this process imports), both paths on the TaskManagers' machine.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memstack.infra.flink_jars import pipeline_jars
+from memstack.pipelines.replay.errors import FlinkClusterUnavailableError
 
 if TYPE_CHECKING:
     from pyflink.datastream import StreamExecutionEnvironment
@@ -37,6 +43,8 @@ class FlinkRuntime:
     bundle_size: int = 1000
     """Records per Python bundle (``python.fn-execution.bundle.size``)."""
     bundle_time_ms: int = 200
+    cluster: str | None = None
+    """REST address ``HOST:PORT`` of a standalone cluster to submit to (None: mini-cluster)."""
 
     @property
     def log_dir(self) -> Path:
@@ -72,14 +80,63 @@ def create_envs(rt: FlinkRuntime) -> tuple[StreamExecutionEnvironment, StreamTab
     conf.set_string("io.tmp.dirs", str(rt.tmp_dir))
     conf.set_string("python.fn-execution.bundle.size", str(rt.bundle_size))
     conf.set_string("python.fn-execution.bundle.time", str(rt.bundle_time_ms))
-    conf.set_string("taskmanager.numberOfTaskSlots", str(max(1, rt.parallelism)))
-    conf.set_string("rest.bind-address", "127.0.0.1")
-    conf.set_string("rest.address", "127.0.0.1")
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    if rt.cluster is None:
+        conf.set_string("taskmanager.numberOfTaskSlots", str(max(1, rt.parallelism)))
+        conf.set_string("rest.bind-address", "127.0.0.1")
+        conf.set_string("rest.address", "127.0.0.1")
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+    else:
+        env = _remote_env(conf, rt.cluster)
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     env.set_parallelism(rt.parallelism)
     tenv = StreamTableEnvironment.create(env)
     tenv.get_config().set("table.local-time-zone", "UTC")
-    log.info("flink: parallelism %d, python workers in %s mode (%s), logs in %s",
-             rt.parallelism, rt.worker_mode, sys.executable, rt.log_dir)
+    log.info("flink: parallelism %d on %s, python workers in %s mode (%s), logs in %s",
+             rt.parallelism, rt.cluster or "the mini-cluster", rt.worker_mode, sys.executable,
+             rt.log_dir)
     return env, tenv
+
+
+def _remote_env(conf: Any, cluster: str) -> StreamExecutionEnvironment:
+    """An environment that submits to the standalone cluster whose REST address is ``cluster``.
+
+    Built from the configuration (its executor follows ``execution.target``): PyFlink's
+    ``get_execution_environment`` outside ``flink run`` always makes a local one.
+    """
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+
+    from memstack.infra.flink_cluster import memstack_root
+
+    host, _, port = cluster.rpartition(":")
+    conf.set_string("execution.target", "remote")
+    conf.set_string("rest.address", host)
+    conf.set_string("rest.port", port)
+    conf.set_string("python.pythonpath", str(memstack_root()))
+    jvm_env = get_gateway().jvm.org.apache.flink.streaming.api.environment
+    return StreamExecutionEnvironment(jvm_env.StreamExecutionEnvironment(conf._j_configuration))
+
+
+def check_cluster(cluster: str, parallelism: int, worker_mode: WorkerMode) -> None:
+    """Fail before planning when the cluster at ``cluster`` cannot run the job."""
+    from memstack.infra.flink_cluster import rest_get
+
+    host, _, port = cluster.rpartition(":")
+    if not host or not port.isdigit():
+        raise FlinkClusterUnavailableError(
+            f"--flink {cluster!r} must be HOST:PORT, the cluster's REST address "
+            "(`memstack infra flink status` prints it)")
+    if worker_mode != "process":
+        raise FlinkClusterUnavailableError(
+            "on a cluster the Python workers run in the TaskManagers: use --worker-mode process")
+    overview = rest_get(cluster, "/overview")
+    if overview is None:
+        raise FlinkClusterUnavailableError(
+            f"no Flink cluster answers at http://{cluster}/overview; start one with "
+            "`memstack infra flink up` or pass the address `memstack infra flink status` prints")
+    slots = int(overview.get("slots-total", 0))
+    if slots < parallelism:
+        raise FlinkClusterUnavailableError(
+            f"the cluster at {cluster} has {slots} task slot(s) and the replay asks for "
+            f"parallelism {parallelism}: pass --parallelism {max(1, slots)} or start more "
+            "TaskManagers (`memstack infra flink up --taskmanagers N`)")

@@ -21,7 +21,12 @@ from pathlib import Path
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.replay.bounds import Bounds, End, Point, resolve
 from memstack.pipelines.replay.errors import ReplayJobError
-from memstack.pipelines.replay.flink_env import FlinkRuntime, WorkerMode, create_envs
+from memstack.pipelines.replay.flink_env import (
+    FlinkRuntime,
+    WorkerMode,
+    check_cluster,
+    create_envs,
+)
 from memstack.pipelines.replay.progress import Progress, ProgressTracker
 from memstack.pipelines.replay.source import bounded_log
 from memstack.pipelines.replay.wiring import (
@@ -57,6 +62,8 @@ class ReplaySpec:
     """Spread the prepare stage by record (even load) or by session; the writer restores each
     partition's log order either way."""
     work_dir: Path | None = None
+    cluster: str | None = None
+    """A standalone Flink cluster's REST address ``HOST:PORT`` (None: the local mini-cluster)."""
     projector_factory: ProjectorFactory | None = None
 
 
@@ -94,6 +101,8 @@ def plan_bounds(spec: ReplaySpec, settings: Settings, config: WriterConfig) -> B
 def run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | None = None,
                *, every_s: float = 2.0) -> ReplayResult:
     started = time.monotonic()
+    if spec.cluster is not None:
+        check_cluster(spec.cluster, spec.parallelism, spec.worker_mode)
     spec.into.mkdir(parents=True, exist_ok=True)
     config = _writer_config(spec, settings)
     bounds = plan_bounds(spec, settings, config)
@@ -104,7 +113,7 @@ def run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | N
         config = replace(config, forget=ForgetLedger.load(settings.bootstrap,
                                                           settings.forget_topic))
     rt = FlinkRuntime(spec.work_dir or spec.into.parent / f".{spec.into.name}.flink",
-                      spec.parallelism, spec.worker_mode)
+                      spec.parallelism, spec.worker_mode, cluster=spec.cluster)
     tracker = ProgressTracker(bounds, time.monotonic())
     job_started = time.monotonic()
     final = _drive(_build(rt, settings, bounds, config), tracker, on_progress, every_s, rt)
@@ -180,8 +189,10 @@ def _drive(results: Iterator[str], tracker: ProgressTracker, on_progress: OnProg
             msg = ""
         now = time.monotonic()
         if isinstance(msg, BaseException):
+            where = rt.log_dir if rt.cluster is None else (
+                f"the cluster's log folder (`memstack infra flink status`) and {rt.log_dir}")
             raise ReplayJobError(f"the replay job failed: {msg}; Flink's logs are in "
-                                 f"{rt.log_dir}") from msg
+                                 f"{where}") from msg
         if msg:
             tracker.update(Progress.from_json(msg), now)
         if on_progress is not None and (msg is None or now - last_report >= every_s):
