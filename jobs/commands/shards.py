@@ -1,4 +1,4 @@
-"""``memstack shards worker|router|status``: live workers sharded by partition, and the router
+"""``memstack shards worker|router|status|verify``: live workers sharded by partition, and the router
 that answers every query over all of them (docs/scaling.md)."""
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--stores", type=Path, default=None)
     s.add_argument("--peer", action="append", default=[])
     s.set_defaults(func=_status)
+    v = cmds.add_parser("verify", help="content hashes of all shards (stopped) vs one store")
+    v.add_argument("sharded", type=Path, help="the sharded root (its shards/ directory)")
+    v.add_argument("single", type=Path, help="one stores directory over the same log")
+    v.set_defaults(func=_verify)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -81,3 +85,11 @@ def _status(args: argparse.Namespace) -> int:
                       "missing_partitions": sorted(found.missing),
                       "catching_up": sorted(found.catching_up)}))
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from memstack.pipelines.shards.verify import sharded_hashes, single_hashes
+
+    sharded, single = sharded_hashes(args.sharded), single_hashes(args.single)
+    print(json.dumps({"equal": sharded == single, "sharded": sharded, "single": single}))
+    return 0 if sharded == single else 1
