@@ -1,5 +1,5 @@
-"""``memstack shards worker|router|status|verify``: live workers sharded by partition, and the router
-that answers every query over all of them (docs/scaling.md)."""
+"""``memstack shards worker|router|status|verify``: live workers sharded by partition, and
+the router that answers every query over all of them (docs/scaling.md)."""
 
 from __future__ import annotations
 
