@@ -9,6 +9,7 @@ after ``--after-timeout``). ``GET /v1/shards`` shows who owns what.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -65,6 +66,20 @@ def router_app(fanout: Fanout, keys: ApiKeys, *, after_timeout_s: float = 30.0) 
     async def run(tenant: str, query: Q, after: str | None) -> dict[str, Any]:
         return await run_in_threadpool(answer, tenant, query, after)
 
+    _query_routes(app, run)
+    _service_routes(app, fanout)
+
+    @app.exception_handler(ViewError)
+    def _view(_: Request, exc: ViewError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    return app
+
+
+Run = Callable[[str, Q, str | None], Awaitable[dict[str, Any]]]
+
+
+def _query_routes(app: FastAPI, run: Run) -> None:
     prefix = "/v1/tenants/{tenant}"
 
     @app.get(f"{prefix}/facts", tags=["query"])
@@ -108,8 +123,11 @@ def router_app(fanout: Fanout, keys: ApiKeys, *, after_timeout_s: float = 30.0) 
         return await run(tenant, Q("context", valid, known, subject=subject, text=text,
                                    session=session, budget_tokens=budget_tokens), after)
 
+
+
+def _service_routes(app: FastAPI, fanout: Fanout) -> None:
     @app.get("/v1/shards", tags=["service"])
-    def shards(request: Request) -> dict[str, Any]:
+    def shards() -> dict[str, Any]:
         found = fanout.coverage()
         return {"partitions": list(found.partitions),
                 "owners": {str(p): u for p, u in sorted(found.owners.items())},
@@ -123,9 +141,3 @@ def router_app(fanout: Fanout, keys: ApiKeys, *, after_timeout_s: float = 30.0) 
         applied = Position({p: o for p, o in found.applied.items()})
         return {"status": "partial" if found.missing or found.catching_up else "ok",
                 "applied": applied.token, "missing_partitions": sorted(found.missing)}
-
-    @app.exception_handler(ViewError)
-    def _view(_: Request, exc: ViewError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
-
-    return app
