@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -109,6 +109,9 @@ class LiveApp:
     """Called on the loop after each forget record was handled (applied or skipped)."""
     exclusive: Callable[[], AbstractContextManager[None]] | None = None
     """Held while a forget closes and rewrites the stores (the service's readers wait)."""
+    before_assigned: Callable[[list[int]], Awaitable[None]] | None = None
+    """Awaited after each rebalance with the assigned partitions, before the processor seeks
+    to the stores' offsets (sharded workers open and close their shards here)."""
     _last: tuple[float, int] = field(default=(0.0, 0))
 
     def request_stop(self, why: str) -> None:
@@ -151,7 +154,7 @@ class _App(faust.App):
 def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
                    forgetting: LiveForgetting | None = None) -> LiveApp:
     """Declare the Faust app: raw-bytes events topic, the projecting agent, hooks and timers."""
-    app = _App(group_id(settings), **faust_settings(settings, config))
+    app = _App(config.group_id or group_id(settings), **faust_settings(settings, config))
     events = app.topic(settings.events_topic, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw")
 
@@ -165,7 +168,11 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
         await asyncio.gather(*pending)  # the broker acknowledged every dead letter
 
     async def seek(partition: int, offset: int) -> None:
-        await app.consumer.seek(TP(settings.events_topic, partition), offset)
+        tp = TP(settings.events_topic, partition)
+        if tp not in app.consumer.assignment():  # a newer rebalance took it: its owner seeks
+            log.info("not seeking p%d: no longer assigned to this worker", partition)
+            return
+        await app.consumer.seek(tp, offset)
 
     def probe(partition: int, offset: int) -> int | None:
         return probe_next_offset(settings.bootstrap, settings.events_topic, partition, offset)
@@ -253,7 +260,7 @@ def _declare_hooks(live: LiveApp) -> None:
     def after_rebalance() -> None:
         assigned = app.consumer.assignment()
         mine = sorted(tp.partition for tp in assigned if tp.topic == topic)
-        resumes = [live.processor.on_assigned(mine)]
+        resumes = [_assigned(live, mine)]
         if live.forgetting is not None:
             forgets = sorted(tp.partition for tp in assigned
                              if tp.topic == live.settings.forget_topic)
@@ -280,6 +287,12 @@ def _declare_hooks(live: LiveApp) -> None:
             live.caught_up = True
             await log_progress(live)
             live.request_stop(f"caught up with the end offsets seen at start {dict(live.stop_at)}")
+
+
+async def _assigned(live: LiveApp, partitions: list[int]) -> None:
+    if live.before_assigned is not None:
+        await live.before_assigned(partitions)
+    await live.processor.on_assigned(partitions)
 
 
 async def _resume_forgets(live: LiveApp, forgetting: LiveForgetting,

@@ -65,6 +65,9 @@ class LiveConfig:
     allow_declare_topics: bool = False
     """Let Faust create its internal topics (changelogs of tables); memstack's own topics
     always come from ``memstack infra up``."""
+    group_id: str | None = None
+    """The consumer group (and Faust app id); default ``<prefix>-live``. Sharded workers use
+    their own (docs/scaling.md)."""
 
 
 @dataclass(frozen=True)

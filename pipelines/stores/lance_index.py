@@ -276,6 +276,14 @@ class LanceVectorIndex:
             rows = {r.memory_id: r for r in self.get(memory_ids)}
         return [rows[m] for m in memory_ids if m in rows]
 
+    def scan(self, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows matching ``where`` (LanceDB SQL; all rows when None), unranked, with
+        ``columns`` (all when None)."""
+        with translated("scan", self._dir):
+            found: pa.Table = self._table.to_lance().to_table(
+                columns=None if columns is None else list(columns), filter=where)
+            return found
+
     def vectors_of(self, memory_ids: Sequence[str]) -> Vectors:
         """The stored embeddings of ``memory_ids`` (rows in the order given; all must exist)."""
         with translated("get", self._dir):
