@@ -153,11 +153,11 @@ def _live(settings: Settings, into: Path, report: Report) -> float:
     from memstack.pipelines.live import LiveConfig
     from memstack.pipelines.log_reader import end_offsets
 
-    projector, stores = open_projector(into, settings, 2, 64)
+    projector, stores = open_projector(into, settings, 2)
     encoder = projector.encoder  # type: ignore[attr-defined]  # the worker's CachingEncoder
     encoder.encode(["warm the model up before the clock starts"])
     timed = Clocked(projector)
-    live = build_live_app(settings, LiveConfig(batch_max=64, within_s=0.1), timed)
+    live = build_live_app(settings, LiveConfig(within_s=0.1), timed)
     live.stop_at = end_offsets(settings.bootstrap, settings.events_topic)
     try:
         code = run_worker(live)
