@@ -33,6 +33,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,11 +121,9 @@ def _replay(settings: Settings, into: Path, parallelism: int, report: Report) ->
     """One whole replay job in a fresh process, as ``memstack replay`` runs: the gateway JVM
     starts inside the clock (a second job in the same process would reuse the first one's
     JVM and leave its start-up out)."""
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1) as pool:
-        out, events = pool.apply(_replay_job, (settings, into, parallelism))
-        pool.close()  # the worker exits normally: its JVM sees stdin close and exits too
-        pool.join()
+    # a non-daemonic worker that exits normally at shutdown: its JVM sees stdin close and exits
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        out, events = pool.submit(_replay_job, settings, into, parallelism).result()
     report("replay p=%d (own process): %d events in %.1f s = %.0f ev/s whole job (start-up "
            "%.1f s; %.0f ev/s while processing)", parallelism, events, events / out.whole,
            out.whole, out.startup_s, out.processing)
