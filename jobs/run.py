@@ -22,7 +22,7 @@ from kafka.errors import KafkaError
 
 from memstack.errors import BrokerUnavailableError
 from memstack.pipelines.contracts import Projector
-from memstack.pipelines.live import LiveConfig
+from memstack.pipelines.live import BATCH_MAX, LiveConfig
 from memstack.settings import Settings
 
 if TYPE_CHECKING:
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ENCODER_BATCH = 64
+"""Texts per forward pass of the torch encoder (the ONNX encoder runs each text alone); not
+the worker's batch of records, which is larger (``--batch-size``)."""
+
 NOISY_LOGGERS = ("faust", "mode", "aiokafka", "kafka")
 
 
@@ -43,7 +47,7 @@ class RunOptions:
 
     stores: Path | None = None
     until_caught_up: bool = False
-    batch_max: int = 64
+    batch_max: int = BATCH_MAX
     within_s: float = 0.25
     threads: int = 2
     session_timeout_s: float = 6.0
@@ -68,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "points, else $MEMSTACK_HOME/stores/live)")
     parser.add_argument("--until-caught-up", action="store_true",
                         help="exit once the end offsets seen at start are applied")
-    parser.add_argument("--batch-size", type=int, default=64,
-                        help="records per batch at most (default 64, the encoder's batch)")
+    parser.add_argument("--batch-size", type=int, default=BATCH_MAX,
+                        help=f"records per batch at most (default {BATCH_MAX}); a partial "
+                             "batch goes after --within seconds")
     parser.add_argument("--within", type=float, default=0.25,
                         help="seconds to wait for a full batch before a partial one (0.25)")
     parser.add_argument("--threads", type=int, default=2,
@@ -89,7 +94,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
 
 
 def open_projector(directory: Path, settings: Settings, threads: int,
-                   batch_size: int) -> tuple[Projector, Stores]:
+                   batch_size: int = ENCODER_BATCH) -> tuple[Projector, Stores]:
     """The real projector over the DuckDB + LanceDB stores in ``directory``, MiniLM encoder.
 
     The caller owns the returned stores and closes them after the projector."""
@@ -193,7 +198,7 @@ def run_live(settings: Settings, options: RunOptions) -> int:
             "set MEMSTACK_BOOTSTRAP") from exc
     directory = options.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
-    projector, _ = open_projector(directory, settings, options.threads, options.batch_max)
+    projector, _ = open_projector(directory, settings, options.threads)
     base = innermost(projector)
     metrics = None
     try:

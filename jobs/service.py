@@ -192,8 +192,7 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
                                         settings.dlq_topic])
     directory = options.run.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
-    projector, _ = open_projector(directory, settings, options.run.threads,
-                                  options.run.batch_max)
+    projector, _ = open_projector(directory, settings, options.run.threads)
     base = innermost(projector)
     client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http",
                           tracer_provider=False)  # the routes' spans stand for its writes

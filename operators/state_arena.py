@@ -136,6 +136,14 @@ class StateArena:
         self._free.append(slot)
         return out
 
+    def free(self, key: str) -> None:
+        """Take ``key`` out of the arena without cutting its sums (an LRU eviction whose
+        snapshot is already stored): its slot is zeroed and freed."""
+        slot = self._slots.pop(key, None)
+        if slot is not None:
+            self._reset(slot)
+            self._free.append(slot)
+
     def _reset(self, slot: int) -> None:
         self.sums[slot].zero_()
         self.ref[slot] = 0.0

@@ -27,7 +27,7 @@ import torch
 
 from memstack.errors import MemstackError
 from memstack.operators.session_state import VALUE_DTYPE, SessionState, StateConfig
-from memstack.operators.state_arena import SessionSums
+from memstack.operators.state_arena import SessionSums, StateArena
 from memstack.operators.state_keys import N_HEADS
 
 MAGIC = b"MSST"
@@ -81,6 +81,18 @@ def snapshot_sums(state: SessionSums) -> bytes:
     head_bytes = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     return (_PREFIX.pack(MAGIC_FIXED, FORMAT_VERSION, len(head_bytes)) + head_bytes
             + _pack_sums(state.sums, state.config.dim))
+
+
+def snapshot_slot(arena: StateArena, slot: int) -> bytes:
+    """``snapshot_sums(arena.cut(slot))``, the same bytes without the canonical copy: the
+    snapshot stores only the upper triangle of ``H_kk`` and the ``s_k`` row, which
+    :func:`~memstack.operators.session_state.canonical` leaves as they are (it rewrites their
+    twins). The live worker cuts one per touched session per batch."""
+    config = arena.config
+    return snapshot_sums(SessionSums(config, arena.sums[slot], float(arena.ref[slot]),
+                                     float(arena.last[slot]),
+                                     tuple(int(c) for c in arena.counts[slot]),
+                                     dict(arena.marks[slot])))
 
 
 def restore_sums(data: bytes) -> SessionSums:

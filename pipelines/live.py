@@ -44,6 +44,10 @@ Probe = Callable[[int, int], int | None]
 """The first offset >= ``offset`` that holds a record in ``partition`` (None: none yet).
 Blocking; it runs on a helper thread."""
 
+BATCH_MAX = 512
+"""Records per batch at most, by default: ``bench pipeline`` measured 213 events/s at 64 (the
+encoder's batch, the earlier default) on its 5,000-event burst; see docs/benchmarks.md."""
+
 SEEK_AHEAD_MIN = 100
 """Seek forward when a partition delivers records this far behind the applied offset."""
 
@@ -52,8 +56,11 @@ SEEK_AHEAD_MIN = 100
 class LiveConfig:
     """How the live worker batches and where it keeps its state."""
 
-    batch_max: int = 64
-    """Records per batch at most (the encoder's batch size is a good value)."""
+    batch_max: int = BATCH_MAX
+    """Records per batch at most. Under a backlog every batch is full: the per-batch costs
+    (one Lance version, one DuckDB transaction, the changelog's and the feed's round trips)
+    are paid once per ``batch_max`` records. When events trickle in, ``within_s`` bounds
+    the wait instead, so a large value costs no freshness."""
     within_s: float = 0.25
     """Flush a partial batch after this long: the freshness/throughput trade-off."""
     session_timeout_s: float = 6.0

@@ -74,6 +74,9 @@ class OnnxMiniLMEncoder:
             return out
         self.load()
         assert self._pool is not None
+        if len(texts) == 1:  # a query: run it here, never queued behind a batch in the pool
+            out[0] = self._run([self._tokenizer.encode(texts[0]).ids])[0]
+            return out
         encodings = self._tokenizer.encode_batch(list(texts))
         longest_first = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         shares = [longest_first[n::self._threads] for n in range(self._threads)]

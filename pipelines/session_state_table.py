@@ -37,7 +37,7 @@ from memstack.errors import MemstackError
 from memstack.operators.log import LoggedEvent
 from memstack.operators.session_state import StateConfig, _projection
 from memstack.operators.state_arena import SessionSums, StateArena, Terms
-from memstack.operators.state_codec import restore_sums, snapshot_sums
+from memstack.operators.state_codec import restore_sums, snapshot_slot, snapshot_sums
 from memstack.operators.state_keys import EMBED_DIM, N_HEADS, ItemTexts, item_texts, project
 from memstack.pipelines.contracts import Plan, Projector, WrappingProjector
 from memstack.pipelines.embedding import Encoder
@@ -60,7 +60,7 @@ DEFAULT_CONFIG = StateConfig(dim=128)
 __all__ = [
     "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "TABLE_NAME", "ApplyResult", "ChangelogSink",
     "FaustTableSink", "KafkaSink", "LoopStoppedError", "Removal", "SessionStateUpdater",
-    "SnapshotSource", "StateItem", "StatefulProjector", "applied", "changelog_topic",
+    "SnapshotSource", "Staged", "StateItem", "StatefulProjector", "applied", "changelog_topic",
     "define_table",
     "ensure_changelog_topic", "item_of", "key_of", "latest_snapshots", "loop_runner",
     "session_key",
@@ -140,6 +140,15 @@ class ApplyResult:
 
 
 @dataclass(frozen=True)
+class Staged:
+    """A batch added to the arena, its snapshots not sent yet (``SessionStateUpdater.stage``)."""
+
+    snapshots: list[tuple[int, str, bytes]]
+    """``(partition, session key, snapshot bytes)`` per touched session."""
+    result: ApplyResult
+
+
+@dataclass(frozen=True)
 class Removal:
     """What one forget request does to the states (:meth:`SessionStateUpdater.removal`)."""
 
@@ -184,7 +193,7 @@ class SessionStateUpdater:
         if slot is None:
             if len(self.arena) >= self.arena.capacity:  # evict the least recently used
                 old, _ = self._lru.popitem(last=False)
-                self.arena.evict(old)  # its latest snapshot is already in the changelog
+                self.arena.free(old)  # its latest snapshot is already in the changelog
             data = self.source.get(key)
             slot = (self.arena.load(key, restore_sums(data)) if data is not None
                     else self.arena.slot(key))
@@ -227,6 +236,12 @@ class SessionStateUpdater:
 
     async def apply(self, events: Sequence[LoggedEvent]) -> ApplyResult:
         """Add the events' items, write the touched sessions' snapshots, wait for the acks."""
+        return await self.publish(self.stage(events))
+
+    def stage(self, events: Sequence[LoggedEvent]) -> Staged:
+        """Add the events' items to the arena and cut the touched sessions' snapshots, on the
+        calling thread (the worker's store thread: the arithmetic stays off the event loop);
+        :meth:`publish` then sends them. Call both from one thread at a time, in order."""
         fresh, skipped = self._fresh(events)
         items = [i for e in fresh if (i := item_of(e)) is not None]
         if items:
@@ -237,10 +252,17 @@ class SessionStateUpdater:
             marks = self.arena.marks[self._slot(key)]
             marks[f"p{pos.partition}"] = max(marks.get(f"p{pos.partition}", 0), pos.offset + 1)
             touched[key] = pos.partition
-        for key, partition in touched.items():
-            self.sink.send(partition, key, snapshot_sums(self.arena.cut(self._slot(key))))
+        snapshots = [(partition, key, snapshot_slot(self.arena, self._slot(key)))
+                     for key, partition in touched.items()]
+        return Staged(snapshots, ApplyResult(len(items), len(touched), skipped))
+
+    async def publish(self, staged: Staged) -> ApplyResult:
+        """Send :meth:`stage`'s snapshots to the changelog (on the sink's loop), wait for the
+        acknowledgements."""
+        for partition, key, snapshot in staged.snapshots:
+            self.sink.send(partition, key, snapshot)
         await self.sink.flush()
-        return ApplyResult(len(items), len(touched), skipped)
+        return staged.result
 
     def _fresh(self, events: Sequence[LoggedEvent]) -> tuple[list[LoggedEvent], int]:
         """Events not yet in their session's state (by the snapshot's offset marks)."""
@@ -376,7 +398,8 @@ class StatefulProjector(WrappingProjector):
     def commit(self, plan: Plan) -> None:
         if plan.events:
             self.updater.warm(plan.events)  # embed here, on the store thread, not on the loop
-            result: ApplyResult = self._run(self.updater.apply(plan.events))
+            staged = self.updater.stage(plan.events)  # the arithmetic too; the loop only sends
+            result: ApplyResult = self._run(self.updater.publish(staged))
             log.debug("session state: %d items, %d sessions, %d skipped", result.items,
                       result.sessions, result.skipped)
         self.inner.commit(plan)

@@ -5,7 +5,8 @@ The workload (:func:`memstack.jobs.bench.workload.mix`) is every kind an agent e
 messages, facts with supersession (each person moves), tool calls and results, observations,
 notes, and a forget request of an earlier session after every 50 conversations; every text is
 distinct. Side by side in one run, with the real Faust worker and StoreProjector (session
-state and consolidation feed on, batch 64, 2 torch threads):
+state and consolidation feed on, the worker's default batch of up to ``BATCH_MAX`` records,
+flushed after 0.1 s when not full, 2 encoder threads):
 
 - ``pipeline_events_per_s``: sustained rate from emit to queryable: a burst of ``burst``
   events is emitted at once and timed until the last is committed to DuckDB and LanceDB (the
@@ -185,7 +186,7 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.pipelines.live import LiveConfig
 
-    projector, stores = open_projector(settings.home / "stores", settings, 2, 64)
+    projector, stores = open_projector(settings.home / "stores", settings, 2)
     timed = Timed(projector)
     # The bare model for the side-by-side rate: the worker's encoder is a cache in front of it
     # (the session state re-reads turn vectors from it), which must not see these texts first.
@@ -194,7 +195,7 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     encoder.encode([f"warm-up text {i}: the model's first batches run slower" for i in range(128)])
     before = _embed_rates(encoder.encode, work)
     report("embed only: %s events/s (by texts per call)", {k: round(v) for k, v in before.items()})
-    live = build_live_app(settings, LiveConfig(batch_max=64, within_s=0.1), timed)
+    live = build_live_app(settings, LiveConfig(within_s=0.1), timed)
     outcome: dict[str, float] = {}
     maintenance = MaintenanceLog()
     driver = threading.Thread(target=_drive, args=(settings, timed, live.request_stop, work,

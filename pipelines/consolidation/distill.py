@@ -59,13 +59,13 @@ class StoreTeacher:
         return other
 
     def objects(self, cues: Sequence[FactCue], at: datetime | None = None) -> list[list[str]]:
-        """Each cue's current objects (valid and known at ``at``, default now)."""
-        out = []
-        for cue in cues:
-            rows = self.events.facts_as_of(self.tenant, subject=cue.subject,
-                                                  relation=cue.relation, vt=at, tt=at)
-            out.append(sorted({r.object for r in rows}))
-        return out
+        """Each cue's current objects (valid and known at ``at``, default now): one query
+        for all the cues' subjects (the live worker asks once per batch)."""
+        subjects = sorted({cue.subject for cue in cues})
+        found: dict[tuple[str, str], set[str]] = {}
+        for row in self.events.facts_as_of_subjects(self.tenant, subjects, vt=at, tt=at):
+            found.setdefault((row.subject, row.relation), set()).add(row.object)
+        return [sorted(found.get((cue.subject, cue.relation), ())) for cue in cues]
 
     def targets(self, cues: Sequence[FactCue]) -> torch.Tensor:
         """``[n, 384]`` float32; raises :class:`UnknownCueError` for a cue memory cannot answer."""

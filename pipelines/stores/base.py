@@ -98,6 +98,13 @@ class EventIndex(Protocol):
         """Versions with ``vt_from <= vt < vt_to`` and ``tt_from <= tt < tt_to`` (default now)."""
         ...
 
+    def facts_as_of_subjects(
+        self, tenant: str, subjects: Sequence[str], *, vt: datetime | None = None,
+        tt: datetime | None = None,
+    ) -> list[FactVersion]:
+        """``facts_as_of`` of every subject in ``subjects`` (all relations), one query."""
+        ...
+
     def fact_history(
         self, tenant: str, subject: str, relation: str | None = None
     ) -> list[FactVersion]: ...

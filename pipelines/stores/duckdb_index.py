@@ -289,6 +289,22 @@ class DuckDBEventIndex:
         sql.append("ORDER BY subject, relation, vt_from, object")
         return arrow.to_versions(self._query(" ".join(sql), params))
 
+    def facts_as_of_subjects(
+        self, tenant: str, subjects: Sequence[str], *, vt: datetime | None = None,
+        tt: datetime | None = None,
+    ) -> list[FactVersion]:
+        """:meth:`facts_as_of` for many subjects in one query (every relation)."""
+        if not subjects:
+            return []
+        now = datetime.now(UTC)
+        vt, at = vt or now, tt or now
+        sql = (f"WITH k AS MATERIALIZED (SELECT {_VERSION_COLS} FROM fact_versions WHERE "
+               f"subject IN (SELECT unnest(?::VARCHAR[]))) SELECT {_VERSION_COLS} FROM k "
+               "WHERE tenant = ? AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?) AND "
+               "tt_from <= ? AND (tt_to IS NULL OR tt_to > ?) "
+               "ORDER BY subject, relation, vt_from, object")
+        return arrow.to_versions(self._query(sql, [list(subjects), tenant, vt, vt, at, at]))
+
     def fact_history(
         self, tenant: str, subject: str, relation: str | None = None
     ) -> list[FactVersion]:

@@ -9,7 +9,12 @@ import torch
 
 from memstack.operators import session_state as ss
 from memstack.operators.state_arena import ArenaFullError, StateArena, Terms
-from memstack.operators.state_codec import SnapshotFormatError, restore_sums, snapshot_sums
+from memstack.operators.state_codec import (
+    SnapshotFormatError,
+    restore_sums,
+    snapshot_slot,
+    snapshot_sums,
+)
 from memstack.operators.state_keys import Head
 
 HOUR = 3600.0
@@ -114,6 +119,30 @@ def test_snapshot_round_trip_load_and_evict() -> None:
     assert other.slot("b") == 0 and other.cut(0).last_time == -math.inf
     with pytest.raises(SnapshotFormatError):
         restore_sums(data[:-3])
+
+
+def test_snapshot_slot_is_the_canonical_snapshot_without_the_copy() -> None:
+    cfg = ss.StateConfig(dim=12)
+    arena = StateArena(cfg, capacity=2)
+    arena.add(_terms(arena.slot("a"), _batch(cfg, 9, seed=7, start=T0, step=60.0, prefix="a")))
+    arena.marks[0]["p0"] = 9
+    raw = arena.sums[0]
+    h_kk = raw[:, :12, :12]
+    assert not torch.equal(h_kk, h_kk.transpose(-1, -2))  # the twins differ by rounding here
+    assert snapshot_slot(arena, 0) == snapshot_sums(arena.cut(0))
+    assert torch.equal(restore_sums(snapshot_slot(arena, 0)).sums, arena.cut(0).sums)
+
+
+def test_free_drops_a_slot_like_evict() -> None:
+    cfg = ss.StateConfig(dim=8)
+    arena = StateArena(cfg, capacity=1)
+    arena.add(_terms(arena.slot("a"), _batch(cfg, 3, seed=8, start=T0, step=60.0, prefix="a")))
+    arena.free("a")
+    arena.free("never there")
+    assert "a" not in arena and len(arena) == 0
+    slot = arena.slot("b")
+    assert arena.cut(slot).counts == (0,) * len(arena.cut(slot).counts)
+    assert not arena.sums[slot].any()
 
 
 def test_snapshot_size_is_fixed() -> None:

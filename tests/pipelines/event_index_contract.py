@@ -118,6 +118,22 @@ class EventIndexContract:
         assert objects(vt=year(2023), tt=at(0)) == []
         assert index.facts_as_of("other", vt=year(2023)) == []
 
+    def test_facts_as_of_subjects_is_facts_as_of_of_each_subject(self, index: EventIndex) -> None:
+        b = builder()
+        events = [logged(b.fact("s", "ana", "lives_in", "Lisbon", valid_from=year(2020)), 0),
+                  logged(b.fact("s", "ana", "lives_in", "Porto", valid_from=year(2022)), 1),
+                  logged(b.fact("s", "ana", "likes", "jazz", valid_from=year(2020)), 2),
+                  logged(b.fact("s", "bob", "lives_in", "Faro", valid_from=year(2021)), 3),
+                  logged(b.fact("s", "cy", "lives_in", "Braga", valid_from=year(2020)), 4)]
+        index.apply(mutations(events), {0: 5}, topic=TOPIC)
+        for kw in ({"vt": year(2021)}, {"vt": year(2023)}, {"vt": year(2023), "tt": at(1)}, {}):
+            many = index.facts_as_of_subjects("acme", ["ana", "bob", "nobody"], **kw)  # type: ignore[arg-type]  # kwargs for the test
+            each = [v for who in ("ana", "bob", "nobody")
+                    for v in index.facts_as_of("acme", subject=who, **kw)]  # type: ignore[arg-type]  # kwargs for the test
+            assert many == each
+        assert index.facts_as_of_subjects("acme", []) == []
+        assert index.facts_as_of_subjects("other", ["ana"]) == []
+
     def test_stored_versions_equal_the_operator_state_after_late_events(
         self, index: EventIndex
     ) -> None:

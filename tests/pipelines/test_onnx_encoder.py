@@ -69,6 +69,27 @@ def test_vectors_are_bitwise_equal_in_any_batch_and_order(onnx_int8: OnnxMiniLME
         assert np.array_equal(together, other)
 
 
+def test_a_one_text_call_does_not_queue_behind_the_runners(
+        onnx_int8: OnnxMiniLMEncoder) -> None:
+    """A query's encoding runs on the caller's thread: the service's reads never wait for the
+    worker's batch in the runners' pool (here held busy until the query returned)."""
+    query = "where does the user live now?"
+    want = onnx_int8.encode([query])
+    busy = threading.Event()
+    assert onnx_int8._pool is not None
+    blockers = [onnx_int8._pool.submit(busy.wait, 30) for _ in range(2)]
+    got: list[np.ndarray] = []
+    caller = threading.Thread(target=lambda: got.append(onnx_int8.encode([query])))
+    try:
+        caller.start()
+        caller.join(10)
+        assert got and np.array_equal(got[0], want)
+    finally:
+        busy.set()
+        for blocker in blockers:
+            blocker.result()
+
+
 def test_tokens_match_sentence_transformers(onnx_int8: OnnxMiniLMEncoder,
                                             minilm: MiniLMEncoder) -> None:
     model = minilm.load()._model
