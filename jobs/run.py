@@ -235,9 +235,17 @@ def serve_metrics(live: LiveApp, projector: Projector, port: int) -> LiveMetrics
     return metrics
 
 
+CHILD_ENV_EXCLUDED = frozenset({"PYFLINK_GATEWAY_DISABLED"})
+
+
 def worker_env(settings: Settings) -> dict[str, str]:
-    """The environment that makes ``memstack run`` in a child process use ``settings``."""
-    return {**os.environ, "MEMSTACK_HOME": str(settings.home),
+    """The environment that makes ``memstack run`` in a child process use ``settings``.
+
+    PyFlink marks a process that has run Python UDFs in loopback mode (a replay in this
+    process) with ``PYFLINK_GATEWAY_DISABLED``; a child inheriting it could never start a
+    replay of its own, so it is left out."""
+    inherited = {k: v for k, v in os.environ.items() if k not in CHILD_ENV_EXCLUDED}
+    return {**inherited, "MEMSTACK_HOME": str(settings.home),
             "MEMSTACK_BOOTSTRAP": settings.bootstrap,
             "MEMSTACK_TOPIC_PREFIX": settings.topic_prefix,
             "MEMSTACK_PARTITIONS": str(settings.partitions)}

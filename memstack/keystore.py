@@ -86,10 +86,16 @@ class FileKeyStore:
         tenant = key_id.split("/", 1)[0]
         path = self._path(key_id, tenant)
         try:
-            data = json.loads(path.read_text())
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise KeyStoreError(f"unreadable key file {path}: {exc}") from exc
+        if not raw.strip(b"\0"):
+            return None  # being shredded right now (zeros, then unlinked): destroyed
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
             raise KeyStoreError(f"unreadable key file {path}: {exc}") from exc
         return base64.b64decode(data["key"])
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memstack.builders import Defaults, EventBuilder
-from memstack.keystore import FileKeyStore, KeyScope
+from memstack.keystore import FileKeyStore, KeyScope, KeyStoreError
 from memstack.schemas.errors import InvalidEventError
 from memstack.sealing import Shredded, open_record, seal
 
@@ -61,3 +61,16 @@ def test_sealed_without_key_store_is_a_clear_error(tmp_path: Path) -> None:
     raw = seal(B.note("s1", "x"), FileKeyStore(tmp_path)).to_json()
     with pytest.raises(InvalidEventError, match="no key store"):
         open_record(raw, None)
+
+
+def test_a_key_caught_mid_shred_reads_as_destroyed(tmp_path: Path) -> None:
+    # Regression: the live worker opened a record while a forget shredded its key (zeros
+    # written, not yet unlinked) and the batch failed on "unreadable key file".
+    keys = FileKeyStore(tmp_path)
+    key_id, _ = keys.current(KeyScope("acme", "s1", None))
+    path = next((tmp_path).rglob("*.key"))
+    path.write_bytes(b"\0" * path.stat().st_size)  # the state _shred leaves before unlink
+    assert keys.get(key_id) is None
+    path.write_text("{not json")  # anything else unreadable stays a loud error
+    with pytest.raises(KeyStoreError, match="unreadable key file"):
+        keys.get(key_id)
