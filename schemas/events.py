@@ -251,8 +251,8 @@ class Event(Envelope):
         if not isinstance(data, dict):
             return data
         kind, payload = data.get("kind"), data.get("payload")
-        if kind not in _KIND_VALUES:
-            return data  # the field validator reports the unknown kind
+        if not isinstance(kind, str) or kind not in _KIND_VALUES:
+            return data  # the field validator reports the unknown kind (or its wrong type)
         model = PAYLOAD_MODELS[EventKind(kind)]
         if isinstance(payload, dict):
             data = {**data, "payload": model.model_validate(payload)}
@@ -284,6 +284,8 @@ def parse_event(raw: bytes | str | dict[str, Any]) -> Event:
         data = json.loads(raw) if isinstance(raw, (bytes, str)) else raw
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidEventError("$", f"not valid UTF-8 JSON: {exc}", raw=raw_bytes) from exc
+    except RecursionError as exc:  # nesting deeper than the parser's stack: hostile input
+        raise InvalidEventError("$", "JSON nested too deeply to parse", raw=raw_bytes) from exc
     if not isinstance(data, dict):
         raise InvalidEventError("$", "an event must be a JSON object", raw=raw_bytes)
     return validate_event(data, raw=raw_bytes)
@@ -292,7 +294,8 @@ def parse_event(raw: bytes | str | dict[str, Any]) -> Event:
 def validate_event(data: dict[str, Any], *, raw: bytes | None = None) -> Event:
     """Validate a decoded event; errors name the dotted field path (``payload.role``)."""
     kind = data.get("kind")
-    model = PAYLOAD_MODELS.get(EventKind(kind)) if kind in _KIND_VALUES else None
+    known = isinstance(kind, str) and kind in _KIND_VALUES  # a list or object is unhashable
+    model = PAYLOAD_MODELS.get(EventKind(kind)) if known else None
     payload = data.get("payload")
     if model is not None and isinstance(payload, dict):
         try:
