@@ -295,7 +295,7 @@ def validate_event(data: dict[str, Any], *, raw: bytes | None = None) -> Event:
     """Validate a decoded event; errors name the dotted field path (``payload.role``)."""
     kind = data.get("kind")
     known = isinstance(kind, str) and kind in _KIND_VALUES  # a list or object is unhashable
-    model = PAYLOAD_MODELS.get(EventKind(kind)) if known else None
+    model = PAYLOAD_MODELS.get(EventKind(str(kind))) if known else None
     payload = data.get("payload")
     if model is not None and isinstance(payload, dict):
         try:

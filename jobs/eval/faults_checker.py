@@ -58,6 +58,8 @@ class Verdict:
     cross_tenant_reads: int = 0
     stale_after_reads: int = 0
     problems: list[str] = field(default_factory=list)
+    readable_ids: set[str] = field(default_factory=set)
+    """Request ids of forgets whose content was found (readable or resurrected)."""
 
     @property
     def clean(self) -> bool:
@@ -122,6 +124,7 @@ def _check_forgets(history: History, snapshot: StoreSnapshot, audited: set[str],
             continue
         what = f"forget {forget.request_id} ({forget.tenant}/{forget.session}): " \
                f"{len(left)} event(s) still stored, {len(found)} marker(s) found"
+        verdict.readable_ids.add(forget.request_id)
         if forget.request_id in audited:
             verdict.resurrected += 1
             verdict.note("resurrected: " + what)

@@ -81,7 +81,7 @@ def _dumps(event: Any) -> bytes:
 
 
 def _set(event: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    out = json.loads(json.dumps(event))
+    out: dict[str, Any] = json.loads(json.dumps(event))
     node = out
     for key in path[:-1]:
         node = node[key]
