@@ -274,18 +274,26 @@ class Event(Envelope):
         return None
 
 
+def decode_json(raw: bytes | str) -> Any:
+    """``json.loads`` for records from the wire: every failure is an :class:`InvalidEventError`
+    (invalid UTF-8 or JSON, and nesting deeper than the parser's stack, whose
+    ``RecursionError`` would otherwise stop a consumer on the record at every restart)."""
+    raw_bytes = raw if isinstance(raw, bytes) else None
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidEventError("$", f"not valid UTF-8 JSON: {exc}", raw=raw_bytes) from exc
+    except RecursionError as exc:  # hostile input, not a bug of the reader
+        raise InvalidEventError("$", "JSON nested too deeply to parse", raw=raw_bytes) from exc
+
+
 def parse_event(raw: bytes | str | dict[str, Any]) -> Event:
     """Validate wire bytes (or a decoded object) into an :class:`Event`.
 
     Raises :class:`InvalidEventError` naming the first failing field and its rule.
     """
     raw_bytes = raw if isinstance(raw, bytes) else None
-    try:
-        data = json.loads(raw) if isinstance(raw, (bytes, str)) else raw
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidEventError("$", f"not valid UTF-8 JSON: {exc}", raw=raw_bytes) from exc
-    except RecursionError as exc:  # nesting deeper than the parser's stack: hostile input
-        raise InvalidEventError("$", "JSON nested too deeply to parse", raw=raw_bytes) from exc
+    data = decode_json(raw) if isinstance(raw, (bytes, str)) else raw
     if not isinstance(data, dict):
         raise InvalidEventError("$", "an event must be a JSON object", raw=raw_bytes)
     return validate_event(data, raw=raw_bytes)

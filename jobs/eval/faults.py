@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import random
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class Tally:
 def run(quick: bool, report: Report, seed: int | None = None,
         rounds: int | None = None) -> Result:
     seed = seed if seed is not None else random.randrange(2**31)
+    signal.signal(signal.SIGTERM, _exit_cleanly)  # tear down the broker and the disk
     rng = random.Random(seed)
     plan = schedule(rng, rounds or (len(NEMESES) if quick else FULL_ROUNDS))
     report("seed %d; %d round(s): %s", seed, len(plan), ", ".join(plan))
@@ -101,6 +103,10 @@ def run(quick: bool, report: Report, seed: int | None = None,
                "history:\n%s", seed, seed, " --quick" if quick else "",
                history.to_json(tally.problems + [repr(e) for e in workload.errors]))
     return Result("faults", figures)
+
+
+def _exit_cleanly(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _round(stage: Stage, i: int, name: str) -> None:

@@ -143,7 +143,9 @@ class Deployment:
         while time.monotonic() < deadline:
             if target is None:
                 target = self._end_or_none()
-            applied = self.applied() if self.service_alive() else None
+            if not self.service_alive():
+                return None  # it stopped itself: catching up needs a restart first
+            applied = self.applied()
             if target is not None and applied is not None and applied.covers(target):
                 return time.monotonic()
             time.sleep(0.2)

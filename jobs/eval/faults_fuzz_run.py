@@ -54,6 +54,7 @@ class FuzzOutcome:
 def fuzz(deployed: Deployment, history: History, rng: random.Random, n: int,
          report: Report) -> FuzzOutcome:
     outcome = FuzzOutcome()
+    deployed.ensure_service()
     n_http = n * 3 // 10
     bad = _fuzz_topic(deployed, history, rng, n - n_http, outcome)
     _fuzz_http(deployed, rng, n_http, outcome)

@@ -96,6 +96,9 @@ def disk_full(stage: Stage) -> Fault:
     filler = disk / "filler"
     _fill(filler)
     time.sleep(stage.rng.uniform(4.0, 8.0))
+    deadline = time.monotonic() + 30.0  # a worker that failed a batch drains its API first
+    while stage.deployed.service_alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
     alive = stage.deployed.service_alive()
     fault.notes.append("the service kept running on a full disk" if alive
                        else f"the service stopped on the full disk "
