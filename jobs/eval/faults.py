@@ -36,14 +36,18 @@ from memstack.jobs.eval.faults_checker import Verdict, check
 from memstack.jobs.eval.faults_deploy import Deployment, deployment
 from memstack.jobs.eval.faults_fuzz_run import FuzzOutcome, fuzz
 from memstack.jobs.eval.faults_history import History
-from memstack.jobs.eval.faults_nemeses import NEMESES, Stage, catch_up_replay
+from memstack.jobs.eval.faults_nemeses import (
+    CATCH_UP_TIMEOUT_S,
+    NEMESES,
+    Stage,
+    catch_up_replay,
+)
 from memstack.jobs.eval.faults_snapshot import clean_rebuild, snapshot, verify
 from memstack.jobs.eval.faults_workload import Workload
 from memstack.jobs.measure import Report, Result
 
 FULL_ROUNDS = 20
 FUZZ_FULL, FUZZ_QUICK = 10_000, 1_000
-CATCH_UP_TIMEOUT_S = 180.0
 
 
 def schedule(rng: random.Random, rounds: int) -> list[str]:
@@ -97,12 +101,24 @@ def run(quick: bool, report: Report, seed: int | None = None,
                            f"from a clean run {c['clean']}" for c in stage.consolidations
                            if not c["equal"]]
         figures = _figures(history, tally, outcome, len(plan), stage, deployed)
+        failed = bool(tally.problems or workload.errors)
+        if failed:
+            kept = _keep_logs(deployed, seed)
+            report("FAILED with seed %d (rerun: memstack eval faults --seed %d%s --json); logs "
+                   "kept in %s; history:\n%s", seed, seed, " --quick" if quick else "", kept,
+                   history.to_json(tally.problems + [repr(e) for e in workload.errors]))
     figures["seconds"] = time.monotonic() - started
-    if tally.problems or workload.errors:
-        report("FAILED with seed %d (rerun: memstack eval faults --seed %d%s --json); "
-               "history:\n%s", seed, seed, " --quick" if quick else "",
-               history.to_json(tally.problems + [repr(e) for e in workload.errors]))
     return Result("faults", figures)
+
+
+def _keep_logs(deployed: Deployment, seed: int) -> Path:
+    """Copy the run's logs (service, replays, consolidation, broker) out of its temp dir."""
+    kept = Path("out") / "faults" / f"seed-{seed}"
+    kept.mkdir(parents=True, exist_ok=True)
+    for path in [*deployed.root.glob("*.log"), deployed.broker.data_dir / "broker.log"]:
+        if path.is_file():
+            shutil.copy(path, kept / path.name)
+    return kept
 
 
 def _exit_cleanly(signum: int, _frame: object) -> None:
@@ -115,7 +131,8 @@ def _round(stage: Stage, i: int, name: str) -> None:
     stage.report("round %d: %s", i, name)
     fault = NEMESES[name](stage)
     stage.history.faults.append(fault)
-    fault.caught_up_at = stage.deployed.wait_caught_up(CATCH_UP_TIMEOUT_S)
+    if fault.caught_up_at is None:  # a nemesis that runs more after healing measured it
+        fault.caught_up_at = stage.deployed.wait_caught_up(CATCH_UP_TIMEOUT_S)
     stage.report("round %d: %s healed; caught up in %s s%s", i, name,
                  f"{fault.recovery_s:.1f}" if fault.recovery_s is not None else "NEVER",
                  f" ({'; '.join(fault.notes)})" if fault.notes else "")

@@ -1,9 +1,11 @@
-"""One consolidation run the fault suite can kill: ``python -m memstack.jobs.eval.faults_consolidate
-CHECKPOINTS STOP`` starts a small local Ray, one consolidation actor over every partition of
-the feed (checkpointing every few items, so a resumed run starts mid-way), runs it to the
-offsets ``STOP`` (``p:o,p:o``) and prints its status as one JSON line (offsets, items,
-weight digests). Killed (an actor, or the whole Ray runtime), a rerun with the same arguments
-must resume from the checkpoints and end with the digests of an uninterrupted run.
+"""One consolidation run the fault suite can kill.
+
+``python -m memstack.jobs.eval.faults_consolidate CHECKPOINTS STOP`` starts a small local Ray
+and one consolidation actor over every partition of the feed, runs it to the offsets ``STOP``
+(``p:o,p:o``) exactly, in window-aligned steps with a checkpoint after each, and prints its
+status as one JSON line (offsets, items, weight digests). Killed (the actor, or the whole Ray
+runtime), a rerun with the same arguments resumes from the checkpoints and must end with the
+digests of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ CHECKPOINT_EVERY = 8
 
 def parse_offsets(text: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in (part.split(":") for part in text.split(",") if part)}
+
+
+def steps(stop: dict[int, int], size: int) -> list[dict[int, int]]:
+    """Window-aligned stops up to ``stop`` (the same for every run to ``stop``, so a resumed
+    run applies the same windows as an uninterrupted one), ``stop`` last."""
+    top = max(stop.values(), default=0)
+    out = [{p: min(o, k) for p, o in stop.items()} for k in range(size, top, size)]
+    return [*out, dict(stop)]
 
 
 def main(argv: list[str]) -> int:
@@ -41,8 +51,10 @@ def main(argv: list[str]) -> int:
                               config.learner_config(), centre, "cpu", config.window,
                               CHECKPOINT_EVERY, 3)
         actor = actor_class(0.0).remote(worker)
-        print(json.dumps({"actor_started": True}), file=sys.stderr, flush=True)
-        status = ray.get(actor.run.remote(stop, 600.0))
+        for step in steps(stop, config.window * 2):  # a checkpoint at every step
+            ray.get(actor.run_to.remote(step))
+            ray.get(actor.checkpoint.remote())
+        status = ray.get(actor.status.remote())
         print(json.dumps({"offsets": {str(k): v for k, v in status.offsets.items()},
                           "items": status.items, "digests": status.digests}), flush=True)
         return 0

@@ -27,6 +27,8 @@ from memstack.jobs.measure import Report
 from memstack.jobs.run import worker_env
 from memstack.pipelines.log_reader import end_offsets
 
+CATCH_UP_TIMEOUT_S = 180.0
+
 
 @dataclass
 class Stage:
@@ -96,7 +98,7 @@ def disk_full(stage: Stage) -> Fault:
     filler = disk / "filler"
     _fill(filler)
     time.sleep(stage.rng.uniform(4.0, 8.0))
-    deadline = time.monotonic() + 30.0  # a worker that failed a batch drains its API first
+    deadline = time.monotonic() + 50.0  # a failed worker drains, or exits after 30 s
     while stage.deployed.service_alive() and time.monotonic() < deadline:
         time.sleep(0.5)
     alive = stage.deployed.service_alive()
@@ -216,6 +218,7 @@ def _kill_consolidation(stage: Stage, name: str, *, whole_runtime: bool) -> Faul
     fault.notes.append(f"first run exit {first.wait(300)} (actor pid {victim})")
     resumed = _finish(_spawn_consolidation(deployed, run_dir / "killed", stop_arg))
     fault.healed_at = time.monotonic()
+    fault.caught_up_at = deployed.wait_caught_up(CATCH_UP_TIMEOUT_S)  # before the clean run
     clean = _finish(_spawn_consolidation(deployed, run_dir / "clean", stop_arg))
     stage.consolidations.append({"fault": name, "stop": stop_arg, "resumed": resumed,
                                  "clean": clean,

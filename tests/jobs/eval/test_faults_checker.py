@@ -79,3 +79,13 @@ def test_cross_tenant_and_stale_reads() -> None:
 def test_token_tenant() -> None:
     assert token_tenant("mk_t0_000001_q") == "t0"
     assert token_tenant("fuzz base 1") is None
+
+
+def test_consolidation_steps_are_window_aligned_and_end_at_the_stop() -> None:
+    from memstack.jobs.eval.faults_consolidate import parse_offsets, steps
+
+    stop = parse_offsets("0:0,1:300,2:130")
+    assert stop == {0: 0, 1: 300, 2: 130}
+    plan = steps(stop, 128)
+    assert plan == [{0: 0, 1: 128, 2: 128}, {0: 0, 1: 256, 2: 130}, stop]
+    assert steps({0: 0}, 128) == [{0: 0}]
