@@ -35,7 +35,7 @@ from pathlib import Path
 from memstack.jobs.eval.faults_checker import Verdict, check
 from memstack.jobs.eval.faults_deploy import Deployment, deployment
 from memstack.jobs.eval.faults_fuzz_run import FuzzOutcome, fuzz
-from memstack.jobs.eval.faults_history import History
+from memstack.jobs.eval.faults_history import Fault, History
 from memstack.jobs.eval.faults_nemeses import (
     CATCH_UP_TIMEOUT_S,
     NEMESES,
@@ -96,7 +96,7 @@ def run(quick: bool, report: Report, seed: int | None = None,
         workload.stop()
         outcome = fuzz(deployed, history, rng, FUZZ_QUICK if quick else FUZZ_FULL, report)
         _check(stage, tally, "final", restart=False)
-        tally.problems += outcome.problems
+        tally.problems += outcome.problems + stage.errors
         tally.problems += [f"consolidation after {c['fault']}: resumed {c['resumed']} differs "
                            f"from a clean run {c['clean']}" for c in stage.consolidations
                            if not c["equal"]]
@@ -129,7 +129,12 @@ def _round(stage: Stage, i: int, name: str) -> None:
     stage.deployed.ensure_service()
     time.sleep(stage.rng.uniform(2.0, 5.0))
     stage.report("round %d: %s", i, name)
-    fault = NEMESES[name](stage)
+    try:
+        fault = NEMESES[name](stage)
+    except Exception as exc:  # a nemesis that broke is reported, and the run goes on
+        fault = Fault(name, time.monotonic(), healed_at=time.monotonic(),
+                      notes=[f"the nemesis itself failed: {exc!r}"])
+        stage.errors.append(f"round {i}: nemesis {name} failed: {exc!r}")
     stage.history.faults.append(fault)
     if fault.caught_up_at is None:  # a nemesis that runs more after healing measured it
         fault.caught_up_at = stage.deployed.wait_caught_up(CATCH_UP_TIMEOUT_S)

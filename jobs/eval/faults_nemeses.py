@@ -41,6 +41,8 @@ class Stage:
     report: Report
     replays: list[Path] = field(default_factory=list)
     consolidations: list[dict[str, object]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Nemeses that failed themselves (a harness problem, reported as a failure)."""
 
 
 def _restart_if_down(stage: Stage, fault: Fault) -> None:
@@ -210,11 +212,14 @@ def _kill_consolidation(stage: Stage, name: str, *, whole_runtime: bool) -> Faul
     run_dir = deployed.root / f"consolidation-{len(stage.consolidations)}"
     first = _spawn_consolidation(deployed, run_dir / "killed", stop_arg)
     victim = _wait_for_actor(first, 120.0)
-    time.sleep(stage.rng.uniform(0.2, 2.0))
+    time.sleep(stage.rng.uniform(0.0, 1.0))
+    if first.poll() is not None:
+        fault.notes.append("the first run had ended before the kill")
     if whole_runtime:
         _kill_group(first)
     elif victim is not None:
-        os.kill(victim, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
     fault.notes.append(f"first run exit {first.wait(300)} (actor pid {victim})")
     resumed = _finish(_spawn_consolidation(deployed, run_dir / "killed", stop_arg))
     fault.healed_at = time.monotonic()
