@@ -72,6 +72,7 @@ class Tally:
     audited: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     drain_failures: int = 0
+    replays_checked: int = 0
 
 
 def run(quick: bool, report: Report, seed: int | None = None,
@@ -153,7 +154,9 @@ def _check(stage: Stage, tally: Tally, label: str, *, restart: bool) -> None:
     if code != 0:
         tally.drain_failures += 1
         tally.problems.append(f"{label}: the service did not drain cleanly on SIGTERM ({code})")
-    extra = [p for p in stage.replays[-1:] if catch_up_replay(deployed, p) == 0]
+    fresh = stage.replays[tally.replays_checked:]  # each replay directory is checked once
+    tally.replays_checked = len(stage.replays)
+    extra = [p for p in fresh if catch_up_replay(deployed, p) == 0]
     tokens = [t for f in history.forgets for t in f.tokens]
     snap = snapshot(deployed.settings, deployed.stores, tokens, extra_stores=extra,
                     raw_roots=[deployed.broker.data_dir, deployed.settings.home])

@@ -176,11 +176,28 @@ class HostileRequest:
     params: tuple[tuple[str, str], ...] = ()
 
 
-BAD_PARAMS: tuple[tuple[tuple[str, str], ...], ...] = (
+Params = tuple[tuple[str, str], ...]
+COMMON_BAD_PARAMS: tuple[Params, ...] = (
     (("after", "e0-x"),), (("after", "z9-1"),), (("valid", "not a time"),),
-    (("known", "2026-11-30T12:00:00"),), (("k", "-1"),), (("k", "10000000"),),
-    (("text", ""),), (("after", "e0-1" * 5000),), (("valid", "9" * 400),),
+    (("known", "2026-11-30T12:00:00"),), (("after", "e0-1" * 5000),), (("valid", "9" * 400),),
 )
+
+
+def _with(first: tuple[str, str], *more: Params) -> tuple[Params, ...]:
+    """The common bad parameters next to a required good one, then ``more``."""
+    return (*((first, *p) for p in COMMON_BAD_PARAMS), *more)
+
+
+BAD_PARAMS: dict[str, tuple[Params, ...]] = {
+    "records": (*COMMON_BAD_PARAMS, (("limit", "-1"),), (("limit", "x"),)),
+    "facts": COMMON_BAD_PARAMS,
+    "history": _with(("subject", "user:x"), ()),
+    "search": _with(("text", "hello"), (("text", ""),), (("text", "x"), ("k", "-1")),
+                    (("text", "x"), ("k", "10000000")), (("text", "x"), ("mode", "sql")), ()),
+    "context": _with(("text", "hello"), (("text", "x"), ("budget_tokens", "0")), ()),
+}
+"""Per read route, query parameters it must refuse (unknown parameters are ignored, as
+FastAPI does, so every one here is a known parameter with a bad value, or a missing one)."""
 
 
 def hostile_requests(rng: random.Random, n: int, tenant: str,
@@ -205,5 +222,5 @@ def hostile_requests(rng: random.Random, n: int, tenant: str,
                 b'{"scope": {"type": "session"}}', b"\xff\xfe", _nest(2000),
                 b'{"scope": {"type": "event", "event_id": "nope"}, "reason": 5}']))
         else:
-            route = rng.choice(["records", "facts", "search", "history", "context"])
-            yield HostileRequest("bad_params", "GET", route, None, rng.choice(BAD_PARAMS))
+            route = rng.choice(sorted(BAD_PARAMS))
+            yield HostileRequest("bad_params", "GET", route, None, rng.choice(BAD_PARAMS[route]))
