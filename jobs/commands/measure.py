@@ -25,14 +25,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _runner(family: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         measure = load(family, args.name)
+        extra = {k: getattr(args, k) for k in ("seed", "rounds")
+                 if getattr(args, k, None) is not None}
+        takes = inspect.signature(measure).parameters
+        for option in extra:
+            if option not in takes:
+                raise UnknownMeasurementError(
+                    f"{family} {args.name} takes no --{option}; leave it out")
         with json_stdout() as stdout:  # the JSON line is the only thing on stdout
-            extra = {k: getattr(args, k) for k in ("seed", "rounds")
-                     if getattr(args, k, None) is not None}
-            takes = inspect.signature(measure).parameters
-            for option in extra:
-                if option not in takes:
-                    raise UnknownMeasurementError(
-                        f"{family} {args.name} takes no --{option}; leave it out")
             result = measure(args.quick, Report(f"{family} {args.name}"), **extra)
             print(result.to_json(), file=stdout, flush=True)
         return 0
