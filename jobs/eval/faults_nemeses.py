@@ -73,12 +73,23 @@ def kill_broker(stage: Stage) -> Fault:
 def pause_service(stage: Stage) -> Fault:
     """SIGSTOP past the group's session timeout (6 s), so the broker drops the member."""
     fault = Fault("pause_service", time.monotonic())
+    joins = _assignments(stage.deployed)
     stage.deployed.signal_service(signal.SIGSTOP)
     time.sleep(stage.rng.uniform(8.0, 12.0))
     stage.deployed.signal_service(signal.SIGCONT)
     _restart_if_down(stage, fault)
     fault.healed_at = time.monotonic()
+    deadline = time.monotonic() + 30.0
+    while _assignments(stage.deployed) == joins and time.monotonic() < deadline:
+        time.sleep(0.5)
+    fault.notes.append("rejoined the group after being dropped"
+                       if _assignments(stage.deployed) > joins else "no new assignment seen")
     return fault
+
+
+def _assignments(deployed: Deployment) -> int:
+    """How many times the service logged a partition assignment (each join of the group)."""
+    return deployed.log_path.read_text(errors="replace").count("assigned partitions")
 
 
 def slow_consumer(stage: Stage) -> Fault:
