@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -40,6 +41,9 @@ def forget_pending(settings: Settings, into: Path) -> list[str]:
     if not (into / DUCKDB_FILE).exists():
         return []
     ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
+    done_before = _applied(into)
+    if all(r.request_id in done_before for r in ledger.requests):
+        return []  # nothing to forget: do not open the stores or load the model
     keys = FileKeyStore(settings.keys_dir)
     with ForgetStores(into) as stores:
         processor = ForgetProcessor(
@@ -52,6 +56,13 @@ def forget_pending(settings: Settings, into: Path) -> list[str]:
     return done
 
 
+def _applied(into: Path) -> set[str]:
+    from memstack.pipelines.forgetting.bundle import APPLIED_FILE
+
+    path = into / APPLIED_FILE
+    return set(json.loads(path.read_text())) if path.exists() else set()
+
+
 def ledger_ids(settings: Settings) -> list[str]:
     from memstack.pipelines.forgetting import ForgetLedger
 
@@ -61,12 +72,14 @@ def ledger_ids(settings: Settings) -> list[str]:
 
 def mark_applied(into: Path, request_ids: list[str]) -> None:
     """Record requests as applied to ``into``: those the replay honoured, read before it ran
-    (a request logged during the replay is applied by the next one)."""
-    from memstack.pipelines.forgetting import ForgetStores
+    (a request logged during the replay is applied by the next one). Only the applied file is
+    written: the replay's Python workers may still hold the DuckDB file for a moment."""
+    from memstack.pipelines.forgetting.bundle import APPLIED_FILE
 
-    with ForgetStores(into) as stores:
-        for request_id in request_ids:
-            stores.mark_applied(request_id)
+    path = into / APPLIED_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sorted(_applied(into) | set(request_ids))))
+    os.replace(tmp, path)
 
 
 def main(*, start: str, stop: str, into: Path, parallelism: int = 1,

@@ -7,6 +7,7 @@ forgotten since their first pass, readable by anyone who served or switched to t
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from memstack.client import MemoryClient
 from memstack.jobs.replay import forget_pending, main
 from memstack.pipelines.forgetting import ForgetStores
 from memstack.pipelines.stores.bundle import Stores
+from memstack.pipelines.stores.errors import StoreError
 from memstack.settings import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -23,10 +25,19 @@ SECRET = "my locker combination is 31-07-12"
 
 
 def texts(directory: Path) -> list[str]:
-    with Stores.open(directory, read_only=True) as stores:
-        rows = stores.events.records("acme")
-        memories = stores.vectors.get([r.event_id for r in rows])
-        return [r.text or "" for r in rows] + [m.text for m in memories]
+    """Every text in the stores (retried while the replay's Python workers, which outlive the
+    job by a moment, still hold the DuckDB file)."""
+    deadline = time.monotonic() + 60.0
+    while True:
+        try:
+            with Stores.open(directory, read_only=True) as stores:
+                rows = stores.events.records("acme")
+                memories = stores.vectors.get([r.event_id for r in rows])
+                return [r.text or "" for r in rows] + [m.text for m in memories]
+        except StoreError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def test_catch_up_replay_forgets_what_was_forgotten_since(topics: Settings,
