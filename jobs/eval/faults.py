@@ -42,7 +42,7 @@ from memstack.jobs.eval.faults_nemeses import (
     Stage,
     catch_up_replay,
 )
-from memstack.jobs.eval.faults_snapshot import clean_rebuild, snapshot, verify
+from memstack.jobs.eval.faults_snapshot import behind_log, clean_rebuild, snapshot, verify
 from memstack.jobs.eval.faults_workload import Workload
 from memstack.jobs.measure import Report, Result
 
@@ -154,6 +154,10 @@ def _check(stage: Stage, tally: Tally, label: str, *, restart: bool) -> None:
     if code != 0:
         tally.drain_failures += 1
         tally.problems.append(f"{label}: the service did not drain cleanly on SIGTERM ({code})")
+    behind = behind_log(deployed.settings, deployed.stores)
+    if behind:  # the rebuild below reads them, the stopped stores cannot have them
+        tally.problems.append(f"{label}: the log grew after the service drained: {behind} "
+                              "record(s) per partition not applied")
     fresh = stage.replays[tally.replays_checked:]  # each replay directory is checked once
     tally.replays_checked = len(stage.replays)
     extra = [p for p in fresh if catch_up_replay(deployed, p) == 0]

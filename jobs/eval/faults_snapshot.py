@@ -24,7 +24,7 @@ import lancedb
 from memstack.jobs.eval.faults_checker import StoreSnapshot
 from memstack.keystore import FileKeyStore
 from memstack.pipelines.forgetting.ledger import ForgetLedger
-from memstack.pipelines.log_reader import read_bounded
+from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.rebuild import rebuild
 from memstack.pipelines.replay.verify import Comparison, compare
 from memstack.pipelines.stores.bundle import DUCKDB_FILE, LANCE_DIR
@@ -77,6 +77,18 @@ def _lance(stores: Path) -> tuple[dict[str, int], list[str]]:
     table = db.open_table(TABLE).to_arrow().select(["event_id", "text"])
     ids = table.column("event_id").to_pylist()
     return dict(Counter(str(i) for i in ids)), [str(t) for t in table.column("text").to_pylist()]
+
+
+def behind_log(settings: Settings, stores: Path) -> dict[int, int]:
+    """Per partition, records of the events topic the (stopped) stores have not applied."""
+    con = duckdb.connect(str(stores / DUCKDB_FILE), read_only=True)
+    try:
+        applied = dict(con.execute("SELECT partition, next_offset FROM offsets WHERE topic = ?",
+                                   [settings.events_topic]).fetchall())
+    finally:
+        con.close()
+    ends = end_offsets(settings.bootstrap, settings.events_topic)
+    return {p: e - applied.get(p, 0) for p, e in ends.items() if e > applied.get(p, 0)}
 
 
 def log_copies(settings: Settings) -> dict[str, int]:
