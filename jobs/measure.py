@@ -95,7 +95,7 @@ class Measurement(Protocol):
     def __call__(self, quick: bool, report: Report) -> Result: ...
 
 
-def load(family: str, name: str) -> Callable[[bool, Report], Result]:
+def load(family: str, name: str) -> Callable[..., Result]:
     """Find ``memstack.jobs.<family>.<name>.run``."""
     module_name = f"memstack.jobs.{family}.{name.replace('-', '_')}"
     try:
@@ -104,5 +104,5 @@ def load(family: str, name: str) -> Callable[[bool, Report], Result]:
         if exc.name == module_name:
             raise UnknownMeasurementError(f"no {family} named '{name}'") from exc
         raise
-    run: Callable[[bool, Report], Result] = module.run
+    run: Callable[..., Result] = module.run
     return run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -22,17 +23,82 @@ def printer(stream: TextIO = sys.stderr) -> object:
     return show
 
 
+def forget_pending(settings: Settings, into: Path) -> list[str]:
+    """Apply to the stores in ``into`` the forget requests of the ledger they have not applied.
+
+    A replay honours the ledger only for the events it reads; stores caught up by a later
+    replay kept every event forgotten since their first pass (found by ``memstack eval
+    faults``: a killed-and-rerun replay directory still held forgotten sessions). Only these
+    stores are touched (not the live session state, not the consolidated weights).
+    """
+    from memstack.keystore import FileKeyStore
+    from memstack.pipelines.embedding import shared_encoder
+    from memstack.pipelines.forgetting import ForgetLedger, ForgetProcessor, ForgetStores
+    from memstack.pipelines.forgetting.lineage import KafkaLineage
+    from memstack.pipelines.forgetting.processor import apply_pending
+    from memstack.pipelines.stores.bundle import DUCKDB_FILE
+
+    if not (into / DUCKDB_FILE).exists():
+        return []
+    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
+    done_before = _applied(into)
+    if all(r.request_id in done_before for r in ledger.requests):
+        return []  # nothing to forget: do not open the stores or load the model
+    keys = FileKeyStore(settings.keys_dir)
+    with ForgetStores(into) as stores:
+        processor = ForgetProcessor(
+            stores, keys=keys, lineage=KafkaLineage(settings.bootstrap, settings.events_topic,
+                                                    keys), encoder=shared_encoder())
+        done = [o.request.request_id for o in apply_pending(processor, ledger.requests)]
+    if done:
+        print(f"replay: applied {len(done)} forget request(s) to {into} first",
+              file=sys.stderr, flush=True)
+    return done
+
+
+def _applied(into: Path) -> set[str]:
+    from memstack.pipelines.forgetting.bundle import APPLIED_FILE
+
+    path = into / APPLIED_FILE
+    return set(json.loads(path.read_text())) if path.exists() else set()
+
+
+def ledger_ids(settings: Settings) -> list[str]:
+    from memstack.pipelines.forgetting import ForgetLedger
+
+    return [r.request_id for r in ForgetLedger.load(settings.bootstrap,
+                                                    settings.forget_topic).requests]
+
+
+def mark_applied(into: Path, request_ids: list[str]) -> None:
+    """Record requests as applied to ``into``: those the replay honoured, read before it ran
+    (a request logged during the replay is applied by the next one). Only the applied file is
+    written: the replay's Python workers may still hold the DuckDB file for a moment."""
+    from memstack.pipelines.forgetting.bundle import APPLIED_FILE
+
+    path = into / APPLIED_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sorted(_applied(into) | set(request_ids))))
+    os.replace(tmp, path)
+
+
 def main(*, start: str, stop: str, into: Path, parallelism: int = 1,
          worker_mode: WorkerMode = "process", send_dead_letters: bool = False,
          honour_forget: bool = True, embed_batch: int = 1024,
          prepare_key: PrepareKey = "record", flink: str | None = None,
          settings: Settings | None = None) -> ReplayResult:
     settings = settings or Settings.from_env()
+    honoured = ledger_ids(settings) if honour_forget else []
+    if honour_forget:
+        forget_pending(settings, into)
     spec = ReplaySpec(into=into.resolve(), start=parse_point(start), stop=parse_point(stop),
                       parallelism=parallelism, worker_mode=worker_mode,
                       send_dead_letters=send_dead_letters, honour_forget=honour_forget,
                       embed_batch=embed_batch, prepare_key=prepare_key, cluster=flink)
-    return run_replay(spec, settings, printer())  # type: ignore[arg-type]  # a ProgressTracker callback
+    result = run_replay(spec, settings, printer())  # type: ignore[arg-type]  # a ProgressTracker callback
+    if honoured:
+        mark_applied(into, honoured)
+    return result
 
 
 def summary(result: ReplayResult) -> str:

@@ -8,7 +8,6 @@ returns the plain event, or :class:`Shredded` when its key was destroyed by a fo
 from __future__ import annotations
 
 import base64
-import json
 import os
 from dataclasses import dataclass
 
@@ -17,7 +16,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstack.keystore import KeyScope, KeyStore
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import Event, validate_event
+from memstack.schemas.events import Event, decode_json, validate_event
 from memstack.schemas.sealed import SealedEvent, SealedPayload, envelope_bytes_of, parse_record
 
 
@@ -55,7 +54,7 @@ def open_sealed(sealed: SealedEvent, keys: KeyStore, raw: bytes | None = None) -
         raise InvalidEventError("sealed", "ciphertext does not authenticate under its key and "
                                 "envelope (tampered or wrong key)", raw=raw) from exc
     data = sealed.model_dump(exclude={"sealed"})
-    data["payload"] = json.loads(plaintext)
+    data["payload"] = decode_json(plaintext)
     return validate_event(data, raw=raw)
 
 

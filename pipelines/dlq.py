@@ -11,6 +11,13 @@ One DLQ record per event that failed validation:
   ``memstack.dlq.field``, ``memstack.dlq.source_topic``, ``memstack.dlq.source_partition``,
   ``memstack.dlq.source_offset``, ``memstack.dlq.format``.
 
+A source key or value over :data:`KEPT_BYTES` is kept truncated to its first
+:data:`KEPT_BYTES` bytes, with ``"value_truncated": true``, ``"value_bytes"`` (its length) and
+``"value_sha256"`` (``key_...`` likewise); the whole record stays in the source topic at its
+offset. Without the limit, a record near the events topic's size limit (1 MiB) became a dead
+letter a third larger in base64, which the broker refused: the worker stopped on it at every
+restart (found by ``memstack eval faults``' fuzz run).
+
 Dead letters are delivered at least once: the engine waits for the broker's acknowledgement
 before it commits the batch, so a crash in between sends them again on restart.
 """
@@ -18,6 +25,7 @@ before it commits the batch, so a crash in between sends them again on restart.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +54,18 @@ def _b64(raw: bytes | None) -> str | None:
     return None if raw is None else base64.b64encode(raw).decode("ascii")
 
 
+KEPT_BYTES = 256 * 1024
+"""Of a source key or value, the bytes a dead letter keeps (base64 makes them a third larger)."""
+
+
+def _kept(name: str, raw: bytes | None) -> dict[str, Any]:
+    """``<name>_b64`` of ``raw``, truncated to :data:`KEPT_BYTES` with its length and hash."""
+    if raw is None or len(raw) <= KEPT_BYTES:
+        return {f"{name}_b64": _b64(raw)}
+    return {f"{name}_b64": _b64(raw[:KEPT_BYTES]), f"{name}_truncated": True,
+            f"{name}_bytes": len(raw), f"{name}_sha256": hashlib.sha256(raw).hexdigest()}
+
+
 def encode(letter: DeadLetter) -> DlqRecord:
     """The DLQ record for one dead letter."""
     body = {
@@ -55,8 +75,8 @@ def encode(letter: DeadLetter) -> DlqRecord:
         "source_topic": letter.source_topic,
         "source_partition": letter.partition,
         "source_offset": letter.offset,
-        "key_b64": _b64(letter.key),
-        "value_b64": _b64(letter.value),
+        **_kept("key", letter.key),
+        **_kept("value", letter.value),
     }
     facts = {
         "reason": letter.reason,

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -114,10 +115,42 @@ class LiveApp:
     to the stores' offsets (sharded workers open and close their shards here)."""
     _last: tuple[float, int] = field(default=(0.0, 0))
 
-    def request_stop(self, why: str) -> None:
-        """Stop the worker the way SIGTERM does (the worker's own handler runs)."""
+    def request_stop(self, why: str, *, failed: bool = False) -> None:
+        """Stop the worker the way SIGTERM does (the worker's own handler runs). After a
+        failure the process also exits by itself if the clean stop hangs (see
+        :func:`exit_unless_stopped`), so a supervisor sees it die and can restart it."""
         log.info("stopping the live worker: %s", why)
+        if failed:
+            exit_unless_stopped(STOP_GRACE_S, why)
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+STOP_GRACE_S = 30.0
+"""How long a worker that failed may take to stop cleanly before it exits with status 1."""
+
+
+def exit_unless_stopped(grace_s: float, why: str,
+                        exit_now: Callable[[int], object] = os._exit) -> threading.Timer:
+    """Arm a daemon timer that ends the process with status 1 after ``grace_s``.
+
+    Found by ``memstack eval faults`` (disk full): after a batch failed, Faust's shutdown
+    sometimes never finished (the worker logged "Stopping..." and hung for minutes), so the
+    service stayed up, answered reads, applied nothing and was never restarted. Exiting
+    without the rest of the clean stop is safe: it is what kill -9 does, and the stores keep
+    their last committed batch (rows and offsets in one DuckDB transaction, LanceDB merged
+    by id); a restart resumes from them.
+    """
+    def fire() -> None:
+        log.error("the live worker did not stop within %.0f s after %s; exiting with status 1 "
+                  "(the stores keep their last committed batch; a restart resumes from them)",
+                  grace_s, why)
+        logging.shutdown()
+        exit_now(1)
+
+    timer = threading.Timer(grace_s, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def faust_settings(settings: Settings, config: LiveConfig) -> dict[str, Any]:
@@ -237,7 +270,7 @@ def _declare_agent(live: LiveApp, events: faust.TopicT) -> None:
                 live.failure = exc
                 log.exception("projecting a batch of %d records failed; stopping the worker "
                               "(the stores keep their last committed batch)", len(records))
-                live.request_stop("a batch failed")
+                live.request_stop("a batch failed", failed=True)
                 raise
             if plan is not None:
                 for hook in live.on_committed:
@@ -314,7 +347,7 @@ def _rebalance_done(live: LiveApp) -> Callable[[asyncio.Future[None]], None]:
         if not future.cancelled() and future.exception() is not None:
             live.failure = future.exception()
             log.error("seeking to the stores' offsets failed: %r", live.failure)
-            live.request_stop("the seek after a rebalance failed")
+            live.request_stop("the seek after a rebalance failed", failed=True)
     return done
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
+from memstack.pipelines.fault_hooks import injected_batch_delay
 from memstack.pipelines.log_reader import LogRecord
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,9 @@ class LiveProcessor:
         kept = await self._continuous(records)
         if not kept:
             return None
+        delay = injected_batch_delay()
+        if delay:  # a slow consumer, injected by the fault suite (pipelines/fault_hooks.py)
+            await asyncio.sleep(delay)
         async with self._between:
             started = time.perf_counter()
             plan = await self._on_store(self._projector.prepare, kept)

@@ -251,8 +251,8 @@ class Event(Envelope):
         if not isinstance(data, dict):
             return data
         kind, payload = data.get("kind"), data.get("payload")
-        if kind not in _KIND_VALUES:
-            return data  # the field validator reports the unknown kind
+        if not isinstance(kind, str) or kind not in _KIND_VALUES:
+            return data  # the field validator reports the unknown kind (or its wrong type)
         model = PAYLOAD_MODELS[EventKind(kind)]
         if isinstance(payload, dict):
             data = {**data, "payload": model.model_validate(payload)}
@@ -274,16 +274,26 @@ class Event(Envelope):
         return None
 
 
+def decode_json(raw: bytes | str) -> Any:
+    """``json.loads`` for records from the wire: every failure is an :class:`InvalidEventError`
+    (invalid UTF-8 or JSON, and nesting deeper than the parser's stack, whose
+    ``RecursionError`` would otherwise stop a consumer on the record at every restart)."""
+    raw_bytes = raw if isinstance(raw, bytes) else None
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidEventError("$", f"not valid UTF-8 JSON: {exc}", raw=raw_bytes) from exc
+    except RecursionError as exc:  # hostile input, not a bug of the reader
+        raise InvalidEventError("$", "JSON nested too deeply to parse", raw=raw_bytes) from exc
+
+
 def parse_event(raw: bytes | str | dict[str, Any]) -> Event:
     """Validate wire bytes (or a decoded object) into an :class:`Event`.
 
     Raises :class:`InvalidEventError` naming the first failing field and its rule.
     """
     raw_bytes = raw if isinstance(raw, bytes) else None
-    try:
-        data = json.loads(raw) if isinstance(raw, (bytes, str)) else raw
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidEventError("$", f"not valid UTF-8 JSON: {exc}", raw=raw_bytes) from exc
+    data = decode_json(raw) if isinstance(raw, (bytes, str)) else raw
     if not isinstance(data, dict):
         raise InvalidEventError("$", "an event must be a JSON object", raw=raw_bytes)
     return validate_event(data, raw=raw_bytes)
@@ -292,7 +302,8 @@ def parse_event(raw: bytes | str | dict[str, Any]) -> Event:
 def validate_event(data: dict[str, Any], *, raw: bytes | None = None) -> Event:
     """Validate a decoded event; errors name the dotted field path (``payload.role``)."""
     kind = data.get("kind")
-    model = PAYLOAD_MODELS.get(EventKind(kind)) if kind in _KIND_VALUES else None
+    known = isinstance(kind, str) and kind in _KIND_VALUES  # a list or object is unhashable
+    model = PAYLOAD_MODELS.get(EventKind(str(kind))) if known else None
     payload = data.get("payload")
     if model is not None and isinstance(payload, dict):
         try:

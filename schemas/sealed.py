@@ -12,13 +12,19 @@ key (a forget request) makes the payload unreadable in every copy of the log.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import Envelope, Event, _first_error, _Frozen, validate_event
+from memstack.schemas.events import (
+    Envelope,
+    Event,
+    _first_error,
+    _Frozen,
+    decode_json,
+    validate_event,
+)
 
 
 class SealedPayload(_Frozen):
@@ -45,10 +51,7 @@ def envelope_bytes_of(event: Event) -> bytes:
 
 def parse_record(raw: bytes) -> Event | SealedEvent:
     """Validate one record of ``memstack.events``: a plain event or a sealed one."""
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidEventError("$", f"not valid UTF-8 JSON: {exc}", raw=raw) from exc
+    data = decode_json(raw)
     if not isinstance(data, dict):
         raise InvalidEventError("$", "an event must be a JSON object", raw=raw)
     if "sealed" not in data:

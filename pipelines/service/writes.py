@@ -13,7 +13,6 @@ records when it does not remember it (after a restart). So no store sees the eve
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -25,7 +24,7 @@ from typing import Any, Protocol
 
 from memstack.errors import MemstackError
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import Event, EventKind, format_time, validate_event
+from memstack.schemas.events import Event, EventKind, decode_json, format_time, validate_event
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +75,9 @@ def parse_events(body: bytes, tenant: str, limits: WriteLimits) -> list[Event]:
         raise WriteRejectedError(413, f"the body has {len(body)} bytes; the limit is "
                                       f"{limits.max_bytes} (split the events into requests)")
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WriteRejectedError(422, f"the body is not JSON: {exc}") from exc
+        data = decode_json(body)  # also refuses nesting too deep to parse (was a 500)
+    except InvalidEventError as exc:
+        raise WriteRejectedError(422, f"the body is not JSON: {exc.rule}") from exc
     raw = data.get("events") if isinstance(data, dict) else None
     if not isinstance(raw, list) or not raw:
         raise WriteRejectedError(422, "body: expected {\"events\": [event, ...]} with at "

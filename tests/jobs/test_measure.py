@@ -52,3 +52,16 @@ def test_result_json_is_strict_json_without_nan() -> None:
     body = json.loads(Result("r", {"never": float("nan"), "inf": float("inf")}, ratio=float(
         "nan")).to_json().replace("NaN", "BROKEN"))
     assert body["figures"] == {"never": None, "inf": None} and body["ratio"] is None
+
+
+def test_seed_and_rounds_only_for_measurements_that_take_them() -> None:
+    import argparse
+
+    import pytest
+
+    from memstack.jobs.commands.measure import _runner
+    from memstack.jobs.measure import UnknownMeasurementError
+
+    args = argparse.Namespace(name="stale", quick=True, seed=3, rounds=None)
+    with pytest.raises(UnknownMeasurementError, match="takes no --seed"):
+        _runner("eval")(args)

@@ -45,3 +45,17 @@ def test_headers_repeat_the_facts() -> None:
 def test_decode_rejects_foreign_records(raw: bytes) -> None:
     with pytest.raises(dlq.DeadLetterFormatError):
         dlq.decode(raw)
+
+
+def test_a_huge_source_record_is_kept_truncated_with_its_size_and_hash() -> None:
+    import hashlib
+
+    original = b'{"text": "' + b"A" * 1_000_000 + b'"}'
+    record = dlq.encode(letter(value=original))
+    body = json.loads(record.value)
+    assert body["value_truncated"] is True and body["value_bytes"] == len(original)
+    assert body["value_sha256"] == hashlib.sha256(original).hexdigest()
+    assert len(record.value) < 400_000  # fits the DLQ topic's 1 MiB record limit
+    assert dlq.decode(record.value).value == original[:dlq.KEPT_BYTES]
+    small = json.loads(dlq.encode(letter()).value)
+    assert "value_truncated" not in small and "key_truncated" not in small

@@ -15,6 +15,7 @@ from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.stores.bundle import Stores
 from memstack.pipelines.stores.errors import StoreError
 from memstack.schemas.events import ForgetScope
+from memstack.schemas.ids import uuid7
 from tests.pipelines.helpers import TOPIC, at, builder, record, year
 
 
@@ -116,3 +117,24 @@ def test_fact_state_is_reloaded_from_the_stores_after_a_restart(
         for i in range(len(log)):  # a new projector (a restart) for every record
             project(two, minilm, log[i:i + 1], batch=1)
         assert two.content_hashes() == want
+
+
+def test_hostile_records_become_dead_letters_not_a_stopped_worker(
+    tmp_path: Path, minilm: MiniLMEncoder
+) -> None:
+    """Found by ``memstack eval faults``' fuzz run: a record nested deeper than the JSON
+    parser's stack raised RecursionError (and a non-string kind TypeError) out of prepare, so
+    the live worker stopped on it, and again at every restart (a poison pill)."""
+    deep = b'{"a": [' * 5000 + b"1" + b"]}" * 5000
+    odd_kind = (b'{"event_id": "%s", "tenant": "acme", "agent": "a", "session": "s", '
+                b'"kind": {"o": 1}, "occurred_at": "2026-11-30T12:00:00Z", "payload": {}}'
+                % str(uuid7()).encode())
+    log = [record(deep, 0), record(odd_kind, 1),
+           record(builder().note("s1", "still applied"), 2)]
+    with Stores.open(tmp_path / "s") as stores:
+        projector = StoreProjector(stores, minilm, TOPIC)
+        plan = projector.prepare(log)
+        assert [(d.offset, d.field) for d in plan.dead_letters] == [(0, "$"), (1, "kind")]
+        assert "nested too deeply" in plan.dead_letters[0].reason
+        projector.commit(plan)
+        assert stores.events.counts()["records"] == 1

@@ -110,3 +110,22 @@ def test_event_is_immutable() -> None:
     with pytest.raises(Exception, match="frozen"):
         event.tenant = "other"  # type: ignore[misc]
     assert isinstance(event, Event)
+
+
+def test_json_nested_too_deeply_is_an_invalid_event_not_a_crash() -> None:
+    """Found by the fault suite's fuzz run: json.loads raised RecursionError, which is not an
+    InvalidEventError, so the live worker stopped on such a record instead of dead-lettering
+    it (and stopped again on every restart)."""
+    deep = b'{"a": [' * 5000 + b"1" + b"]}" * 5000
+    with pytest.raises(InvalidEventError, match="nested too deeply"):
+        parse_event(deep)
+
+
+@pytest.mark.parametrize("kind", [{"o": 1}, ["message"], 42, None])
+def test_a_kind_of_the_wrong_type_is_an_invalid_event_not_a_crash(kind: object) -> None:
+    """Found by the fuzz run: a JSON object as ``kind`` raised TypeError (unhashable)."""
+    raw = {"event_id": str(uuid7()), "tenant": "t", "agent": "a", "session": "s",
+           "kind": kind, "occurred_at": "2026-11-30T12:00:00Z",
+           "provenance": {"source": "x"}, "payload": {"role": "user", "text": "x"}}
+    with pytest.raises(InvalidEventError, match="kind"):
+        parse_event(json.dumps(raw).encode())

@@ -33,6 +33,8 @@ def body(*events: dict[str, Any]) -> bytes:
      "events[1].event_id"),
     (body(), 422, "at least one event"),
     (b"{not json", 422, "not JSON"),
+    (b'{"events": [' + b'{"a": [' * 5000 + b"1" + b"]}" * 5000 + b"]}", 422,
+     "nested too deeply"),  # was a 500 (RecursionError); found by eval faults' fuzz run
     (body(*[event("acme", "s", "x")] * 3), 413, "limit is 2"),
     (body(event("acme", "s", "x" * 1000)), 413, "limit is 900"),
 ])
