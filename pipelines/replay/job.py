@@ -100,6 +100,19 @@ def plan_bounds(spec: ReplaySpec, settings: Settings, config: WriterConfig) -> B
 
 def run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | None = None,
                *, every_s: float = 2.0) -> ReplayResult:
+    """Run the replay job; the process's environment is as it was afterwards (PyFlink and
+    Beam's loopback worker set some forty variables in it, among them one that forbids this
+    process and its children to start another job)."""
+    saved = dict(os.environ)
+    try:
+        return _run_replay(spec, settings, on_progress, every_s)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | None,
+                every_s: float) -> ReplayResult:
     started = time.monotonic()
     if spec.cluster is not None:
         check_cluster(spec.cluster, spec.parallelism, spec.worker_mode)

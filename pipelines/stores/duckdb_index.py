@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,6 +89,25 @@ class _Batch:
                 [k for k, v in self.versions.items() if v is None])
 
 
+SAME_PROCESS_WAIT_S = 15.0
+"""How long an open waits for another connection of this process to the same file, opened in
+the other mode, to close (a replay's writer finishing on PyFlink's loopback worker threads)."""
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, waiting a little while this process still holds the file in the other
+    mode: DuckDB refuses a second configuration of one database per process until the first
+    connection closes, which a replay's writer does just after its job returns."""
+    deadline = time.monotonic() + SAME_PROCESS_WAIT_S
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.ConnectionException as exc:
+            if "different configuration" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 class DuckDBEventIndex:
     """The relational index in one DuckDB file (``memstack.duckdb``)."""
 
@@ -101,7 +121,7 @@ class DuckDBEventIndex:
             raise StoreNotFoundError(f"no DuckDB index at {self._path}; run the pipeline first")
         self._path.parent.mkdir(parents=True, exist_ok=True)
         with translated("open", str(self._path)):
-            self._con = duckdb.connect(str(self._path), read_only=read_only)
+            self._con = _connect(self._path, read_only)
             self._con.execute("SET TimeZone = 'UTC'")
             if not read_only:
                 create_tables(self._con)

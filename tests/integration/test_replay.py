@@ -6,6 +6,7 @@ without a broker. The PyFlink tests share one JVM (one pytest process) and are m
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -136,7 +137,12 @@ def _replay(settings: Settings, into: Path, stop: str = "end", **kw: object) -> 
     spec = ReplaySpec(into=into, start=Earliest(), stop=parse_point(stop),
                       work_dir=into.parent / "flink", commit_batch=32, embed_batch=16,
                       **kw)  # type: ignore[arg-type]
-    return run_replay(spec, settings)
+    before = dict(os.environ)
+    result = run_replay(spec, settings)
+    # PyFlink's loopback worker sets ~40 variables in this process (one forbids any later job
+    # here or in a child); the replay leaves the environment as it found it.
+    assert dict(os.environ) == before
+    return result
 
 
 def _live(settings: Settings, into: Path) -> Path:
