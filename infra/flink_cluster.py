@@ -35,6 +35,7 @@ from typing import Any
 from memstack.infra.errors import FlinkClusterError, PortInUseError
 from memstack.infra.flink_jars import connector_jars
 from memstack.infra.net import port_is_free
+from memstack.infra.process_groups import group_members
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ class FlinkCluster:
     def process_groups(self) -> list[int]:
         """Every live process in the groups this cluster started (JVMs and Python workers)."""
         state = self._state(prune=False)
-        return [] if state is None else [p for g in state.pids() for p in _group_members(g)]
+        return [] if state is None else [p for g in state.pids() for p in group_members(g)]
 
     def log_tail(self, lines: int = 30) -> str:
         parts = []
@@ -338,19 +339,7 @@ def _shipped_java_opts() -> str:
     return str(opts)
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
 def _group_alive(pgid: int) -> bool:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pgid, os.WNOHANG)  # reap our own child, so it leaves no zombie
-    return bool(_group_members(pgid))
+    return bool(group_members(pgid))

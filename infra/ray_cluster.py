@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memstack.infra.errors import RayClusterError
+from memstack.infra.process_groups import group_members
 from memstack.infra.ray import short_temp_dir
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ class RayCluster:
         """Every live process of the cluster's nodes."""
         state = self.state()
         return [] if state is None else [p for g in state.nodes.values()
-                                         for p in _group_members(g)]
+                                         for p in group_members(g)]
 
     def alive_nodes(self, timeout_s: float = 10) -> dict[str, str]:
         """Node name -> Ray node id of the nodes the GCS reports alive (for a node restarted
@@ -299,24 +300,12 @@ def use_token(token_path: Path) -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
 def _group_alive(pgid: int) -> bool:
     if pgid <= 0:
         return False
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pgid, os.WNOHANG)
-    return bool(_group_members(pgid))
+    return bool(group_members(pgid))
 
 
 def _end_group(pgid: int, grace_s: float) -> None:
