@@ -106,6 +106,10 @@ def run_job(settings: Settings, config: JobConfig, *, centre: torch.Tensor | Non
         stop_ray()
 
 
+REPLACE_PAUSE_S = 2.0
+"""Pause before creating a lost actor's replacement again."""
+
+
 class _Fleet:
     """The job's actors, one per partition group, spread over the nodes; an actor lost with
     its node is created again from its config (it resumes from its latest checkpoint)."""
@@ -137,21 +141,30 @@ class _Fleet:
         return statuses
 
     def _replace(self, n: int, exc: Exception, say: Progress) -> WorkerStatus:
+        """Create the lost actor again from its checkpoint. A replacement can itself be lost
+        (placed on the dying node before Ray marked it dead): that uses another restart."""
         import ray
+        from ray.exceptions import RayActorError
 
         group = self.workers[n].group
-        if self.restarts_left <= 0:
-            raise ConsolidationJobError(
-                f"the actor of feed partitions {group} was lost again ({exc}) and the job's "
-                "actor restarts are used up; its checkpoints are kept: run `memstack "
-                "consolidate` again once the cluster is healthy") from exc
-        self.restarts_left -= 1
-        say(f"actor {group} lost ({type(exc).__name__}: its node died or it was killed); "
-            "creating it again from its latest checkpoint")
-        self.handles[n] = self._create(self.workers[n])
-        status: WorkerStatus = ray.get(self.handles[n].status.remote())
-        say(f"actor {group} resumed at offsets {status.offsets} on node {status.node[:12]}")
-        return status
+        while True:
+            if self.restarts_left <= 0:
+                raise ConsolidationJobError(
+                    f"the actor of feed partitions {group} was lost again ({exc}) and the "
+                    "job's actor restarts are used up; its checkpoints are kept: run "
+                    "`memstack consolidate` again once the cluster is healthy") from exc
+            self.restarts_left -= 1
+            say(f"actor {group} lost ({type(exc).__name__}: its node died or it was killed); "
+                "creating it again from its latest checkpoint")
+            self.handles[n] = self._create(self.workers[n])
+            try:
+                status: WorkerStatus = ray.get(self.handles[n].status.remote())
+            except RayActorError as again:
+                exc = again
+                time.sleep(REPLACE_PAUSE_S)  # let Ray mark the dead node before the next try
+                continue
+            say(f"actor {group} resumed at offsets {status.offsets} on node {status.node[:12]}")
+            return status
 
     def kill(self) -> None:
         import ray
