@@ -36,14 +36,13 @@ from memstack.pipelines.forgetting.processor import ForgetOutcome
 from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import LogRecord, end_offsets, open_consumer
+from memstack.pipelines.session_state_projector import StatefulProjector, loop_runner
 from memstack.pipelines.session_state_table import (
     FaustTableSink,
     SessionStateUpdater,
-    StatefulProjector,
     changelog_topic,
     define_table,
     ensure_changelog_topic,
-    loop_runner,
 )
 from memstack.settings import Settings
 

@@ -11,7 +11,7 @@ tombstone (``None``) drops it. Its Kafka bindings (the Faust table, the sinks) a
 Exactly once in effect: every session's snapshot carries the next offset per events partition
 (``marks["p<partition>"]``); events below it are skipped, so a redelivered batch adds nothing.
 The snapshot is acknowledged *before* the projector commits the batch's offsets
-(:class:`StatefulProjector`), so a crash never leaves the stores ahead of the state.
+(:class:`memstack.pipelines.session_state_projector.StatefulProjector`), so a crash never leaves the stores ahead of the state.
 
 Forgetting: :meth:`SessionStateUpdater.removal` plans, :meth:`~SessionStateUpdater.apply_removal`
 subtracts exactly the terms of forgotten items (their texts, log positions and times recovered
@@ -21,25 +21,21 @@ request (``marks["f<partition>"]``); a session left with no item is dropped (a t
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from memstack.errors import MemstackError
 from memstack.operators.log import LoggedEvent
 from memstack.operators.session_state import StateConfig, _projection
 from memstack.operators.state_arena import SessionSums, StateArena, Terms
 from memstack.operators.state_codec import restore_sums, snapshot_slot, snapshot_sums
 from memstack.operators.state_keys import EMBED_DIM, N_HEADS, ItemTexts, item_texts, project
-from memstack.pipelines.contracts import Plan, Projector, WrappingProjector
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.session_state_changelog import (  # re-exported: the table's bindings
     CHANGELOG_CONFIGS,
@@ -59,11 +55,9 @@ DEFAULT_CONFIG = StateConfig(dim=128)
 
 __all__ = [
     "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "TABLE_NAME", "ApplyResult", "ChangelogSink",
-    "FaustTableSink", "KafkaSink", "LoopStoppedError", "Removal", "SessionStateUpdater",
-    "SnapshotSource", "Staged", "StateItem", "StatefulProjector", "applied", "changelog_topic",
-    "define_table",
-    "ensure_changelog_topic", "item_of", "key_of", "latest_snapshots", "loop_runner",
-    "session_key",
+    "FaustTableSink", "KafkaSink", "Removal", "SessionStateUpdater", "SnapshotSource", "Staged",
+    "StateItem", "applied", "changelog_topic", "define_table", "ensure_changelog_topic",
+    "item_of", "key_of", "latest_snapshots", "session_key",
 ]
 
 
@@ -376,62 +370,3 @@ def _by_key(items: Iterable[StateItem]) -> dict[str, list[StateItem]]:
 def applied(item: StateItem, marks: Mapping[str, int]) -> bool:
     """True when the state has applied ``item``'s log position (it is below the marks)."""
     return item.offset < marks.get(f"p{item.partition}", 0)
-
-
-class StatefulProjector(WrappingProjector):
-    """A :class:`Projector` that updates the session state before the inner one commits.
-
-    The LiveProcessor calls ``commit`` on its store thread with exactly the events it applies
-    (continuous per partition); the state's snapshots are acknowledged first, then the inner
-    projector writes rows and offsets. ``run`` bridges to the event loop that owns the sink.
-    """
-
-    def __init__(self, inner: Projector, updater: SessionStateUpdater,
-                 run: Callable[[Awaitable[Any]], Any]) -> None:
-        super().__init__(inner)
-        self.updater, self._run = updater, run
-
-    def run(self, coro: Awaitable[Any]) -> Any:
-        """Run one of the updater's coroutines on the loop that owns the sink; wait for it."""
-        return self._run(coro)
-
-    def commit(self, plan: Plan) -> None:
-        if plan.events:
-            self.updater.warm(plan.events)  # embed here, on the store thread, not on the loop
-            staged = self.updater.stage(plan.events)  # the arithmetic too; the loop only sends
-            result: ApplyResult = self._run(self.updater.publish(staged))
-            log.debug("session state: %d items, %d sessions, %d skipped", result.items,
-                      result.sessions, result.skipped)
-        self.inner.commit(plan)
-
-
-class LoopStoppedError(MemstackError):
-    """The event loop stopped while the store thread waited on a coroutine it had scheduled
-    there (the worker is shutting down). The step was not applied; nothing after it committed,
-    so the batch or forget is applied again when the worker restarts."""
-
-
-LOOP_POLL_S = 0.25
-"""How often a waiting store thread checks that the event loop still runs."""
-
-
-def loop_runner(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[Any]], Any]:
-    """Run a coroutine on ``loop`` from another thread and wait for its result.
-
-    The wait ends with :class:`LoopStoppedError` once the loop no longer runs: a worker that
-    stops between scheduling and running the coroutine must not leave the store thread (and
-    the shutdown that joins it) waiting forever.
-    """
-    def run(coro: Awaitable[Any]) -> Any:
-        future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(
-            coro, loop)  # type: ignore[arg-type]  # a coroutine
-        while True:
-            try:
-                return future.result(timeout=LOOP_POLL_S)
-            except concurrent.futures.TimeoutError:
-                if loop.is_closed() or not loop.is_running():
-                    future.cancel()
-                    raise LoopStoppedError(
-                        "the worker's event loop stopped before the session-state step ran; "
-                        "it is applied again when the worker restarts") from None
-    return run
