@@ -11,7 +11,8 @@ tombstone (``None``) drops it. Its Kafka bindings (the Faust table, the sinks) a
 Exactly once in effect: every session's snapshot carries the next offset per events partition
 (``marks["p<partition>"]``); events below it are skipped, so a redelivered batch adds nothing.
 The snapshot is acknowledged *before* the projector commits the batch's offsets
-(:class:`memstack.pipelines.session_state_projector.StatefulProjector`), so a crash never leaves the stores ahead of the state.
+(:class:`~memstack.pipelines.session_state_projector.StatefulProjector`), so a crash never
+leaves the stores ahead of the state.
 
 Forgetting: :meth:`SessionStateUpdater.removal` plans, :meth:`~SessionStateUpdater.apply_removal`
 subtracts exactly the terms of forgotten items (their texts, log positions and times recovered
