@@ -97,7 +97,9 @@ def test_actors_on_both_nodes_and_a_killed_node_resumes_to_the_same_digests(
     resumed = _job(topics.with_(home=tmp_path / "resumed"), ray_cluster, centre, lines,
                    crash_once)
     lost = [line for line in lines if "lost" in line]
-    assert len(lost) == 1, lines
+    # one actor lost; its first replacement may land on the dying node too (Ray has not yet
+    # marked it dead) and be lost again: every loss names the same actor, and it resumes once
+    assert lost and len({line.split(" lost", 1)[0] for line in lost}) == 1, lines
     [back] = [line for line in lines if "resumed at offsets" in line]
     resumed_at = back.split("offsets {", 1)[1].split("}", 1)[0]
     assert sum(int(o.split(":")[1]) for o in resumed_at.split(",")) > 0, lines  # a checkpoint
