@@ -3,7 +3,9 @@
 1. start ``memstack serve`` (the live worker and the HTTP API in one process);
 2. the agent writes a sample conversation over HTTP; the broker acknowledges every event;
 3. it reads its own writes at once (``after=`` the write's position): facts as of two valid
-   times, as known before the move was mentioned, and a hybrid search;
+   times, as known before the move was mentioned, and a hybrid search; then an MCP client
+   (the official SDK's, over streamable HTTP at ``/mcp``) asserts a fact with a tool call and
+   reads it back with ``after=`` the tool's position;
 4. it forgets one observation and reads after the forget's position: the item is gone, and
    the forget's status shows the per-store audit;
 5. the memory inspector (``/ui``) in a headless Chromium follows the agent's next write over
@@ -49,6 +51,7 @@ def main(settings: Settings | None = None, verbose: bool = False) -> int:
                           headers={"Authorization": f"Bearer {key}"}) as agent:
             session = f"demo-{uuid7().hex[:12]}"
             _walkthrough(agent, session)
+            _over_mcp(url, key, session)
             _inspector(url, key, agent, session)
     finally:
         child.send_signal(signal.SIGTERM)
@@ -105,6 +108,40 @@ def _walkthrough(agent: httpx.Client, session: str) -> None:
           f"{sorted(audit.get('stores', {}))} and the log (payload key destroyed)")
     if not gone:
         raise SystemExit(1)
+
+
+def _over_mcp(url: str, key: str, session: str) -> None:
+    """The same memory through MCP: a tool call writes, another reads after its position."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def agent() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http, \
+                streamable_http_client(f"{url}/mcp", http_client=http) as (read, write), \
+                ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            wrote = await _tool(mcp, "assert_fact", subject="user:ana", relation="has_pet",
+                                object="a cat named Mia", session=session,
+                                valid_from="2026-02-01")
+            read_back = await _tool(mcp, "facts", subject="user:ana", relation="has_pet",
+                                    after=wrote["position"])
+            return wrote, read_back
+
+    wrote, read_back = asyncio.run(agent())
+    print(f"   over MCP ({url}/mcp): tool assert_fact wrote {wrote['event_ids'][0]}, "
+          f"position {wrote['position']}")
+    print(f"   tool facts(after=that position): Ana has_pet {_objects(read_back)}")
+
+
+async def _tool(mcp: Any, name: str, **arguments: Any) -> dict[str, Any]:
+    result = await mcp.call_tool(name, arguments)
+    if result.is_error or not isinstance(result.structured_content, dict):
+        raise SystemExit(f"the MCP tool {name} failed: {result.content}")
+    answer: dict[str, Any] = result.structured_content
+    return answer
 
 
 def _inspector(url: str, key: str, agent: httpx.Client, session: str) -> None:

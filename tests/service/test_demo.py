@@ -1,5 +1,6 @@
-"""``memstack demo`` reads like a walkthrough: it starts the service, writes over HTTP, reads its
-own writes, forgets, and the forgotten item is gone; no library lines or terminal escapes."""
+"""``memstack demo`` reads like a walkthrough: it starts the service, writes over HTTP and
+through MCP, reads its own writes, forgets, and the forgotten item is gone; no library lines or
+terminal escapes."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def test_demo_walks_through_write_read_forget(kafka: KafkaUnderTest,
         assert step in out, out
     assert "valid 2026-03-15: ['Lisbon']" in out and "valid 2026-04-15: ['Porto']" in out
     assert "before the move was mentioned (known=" in out and "['Lisbon']" in out
+    assert "tool assert_fact wrote" in out, out
+    assert "tool facts(after=that position): Ana has_pet ['a cat named Mia']" in out, out
     assert "the forgotten observation is gone" in out
     assert "audit passed" in out and "exited 0" in out
     assert "\x1b" not in out + done.stderr
