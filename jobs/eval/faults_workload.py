@@ -31,6 +31,14 @@ FORGET_EVERY_S = 4.0
 DOOMED_EVERY = 10
 
 
+def session_of(tenant: str, batch_no: int) -> tuple[str, bool]:
+    """The session of a tenant's ``batch_no``-th batch and whether it is doomed (forgotten
+    later). Doomed sessions hold one batch each: a session forget erases the whole session,
+    and the history knows the one batch it erases."""
+    doomed = batch_no % DOOMED_EVERY == DOOMED_EVERY - 1
+    return (f"doom-{tenant}-{batch_no}" if doomed else f"w{batch_no // 15}"), doomed
+
+
 def _event(tenant: str, session: str, kind: str, token: str) -> dict[str, Any]:
     common = {"event_id": str(uuid7()), "tenant": tenant, "agent": "faults",
               "session": session, "occurred_at": "2026-11-30T12:00:00Z",
@@ -54,6 +62,9 @@ class Workload:
         self.seed = seed
         self.halt = threading.Event()
         self.serial = 0
+        self.batches: dict[str, int] = {}
+        """Per tenant, batches begun so far: numbering goes on across stop() and start(), so a
+        session name is never reused (a reused doomed session would be forgotten twice over)."""
         self.lock = threading.Lock()
         self.doomed: list[Write] = []
         self.threads: list[threading.Thread] = []
@@ -90,11 +101,15 @@ class Workload:
     def _client(self, tenant: str) -> httpx.Client:
         return self.deployed.client(tenant)
 
+    def _next_batch(self, tenant: str) -> int:
+        with self.lock:
+            batch_no = self.batches.get(tenant, 0)
+            self.batches[tenant] = batch_no + 1
+            return batch_no
+
     def _writer(self, tenant: str, rng: random.Random) -> None:
-        batch_no = 0
         while not self.halt.is_set():
-            doomed = batch_no % DOOMED_EVERY == DOOMED_EVERY - 1
-            session = f"doom-{tenant}-{batch_no}" if doomed else f"w{batch_no // 15}"
+            session, doomed = session_of(tenant, self._next_batch(tenant))
             kinds = rng.sample(["message", "tool_call", "fact_asserted"], rng.randint(1, 3))
             tokens = [self._next_token(tenant) for _ in kinds]
             events = [_event(tenant, session, k, t) for k, t in zip(kinds, tokens, strict=True)]
@@ -107,7 +122,6 @@ class Workload:
             if doomed:
                 with self.lock:
                     self.doomed.append(write)
-            batch_no += 1
             self.halt.wait(WRITE_PAUSE_S)
 
     def _post_until_acked(self, tenant: str, route: str,
