@@ -235,7 +235,16 @@ def _declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
 
     async def forget(stream: StreamT[bytes]) -> None:
         async for event in stream.events():
-            outcome = await live.processor.on_store(apply, record_of(event.message))
+            record = record_of(event.message)
+            try:
+                outcome = await live.processor.on_store(apply, record)
+            except Exception as exc:  # as a failed batch: stop, never go on without it
+                live.failure = exc
+                log.exception("applying the forget request at %s failed; stopping the worker "
+                              "(it is applied again from the start on restart)",
+                              record.position)
+                live.request_stop("a forget request failed", failed=True)
+                raise
             for hook in live.on_forgot:
                 hook(outcome)
 

@@ -8,6 +8,7 @@ this adapter owns the :class:`DuckDBEventIndex` it opened and reopens it afterwa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -84,7 +85,8 @@ class DuckDBForgetStore:
                 con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [ids])
             con.commit()
         except BaseException:
-            con.rollback()
+            with contextlib.suppress(duckdb.Error):  # a failed commit has ended the transaction
+                con.rollback()
             raise
         after = self.index.counts()
         return {t: before[t] - after[t] for t in ("records", "fact_entries", "fact_versions")}

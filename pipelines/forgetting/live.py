@@ -50,12 +50,14 @@ class LiveForgetting:
         the processor then prepares, forgets and audits it with the other stores."""
 
     def apply(self, record: LogRecord) -> ForgetOutcome | None:
+        """Apply one ledger record. Its offset counts as handled only once it was applied: a
+        request whose erasure failed (a full disk) leaves the position where it was, so a read
+        ``after=`` it waits instead of answering content the request forgets."""
+        outcome = self._apply(record)
         pos = record.position
-        try:
-            return self._apply(record)
-        finally:
-            self.next_offsets[pos.partition] = max(self.next_offsets.get(pos.partition, 0),
-                                                   pos.offset + 1)
+        self.next_offsets[pos.partition] = max(self.next_offsets.get(pos.partition, 0),
+                                               pos.offset + 1)
+        return outcome
 
     def _apply(self, record: LogRecord) -> ForgetOutcome | None:
         request = parse_request(record)
