@@ -150,6 +150,7 @@ def _check_reads(history: History, verdict: Verdict) -> None:
             forget = gone.get(token)
             if forget is not None and _covers(read.after, forget.position):
                 verdict.forgotten_readable += 1
+                verdict.readable_ids.add(forget.request_id)
                 verdict.note(f"read after forget {forget.request_id} returned {token}")
 
 
