@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     for noisy in ("kafka", "aiokafka", "faust", "mode", "lancedb", "urllib3", "filelock",
-                  "httpx", "httpcore"):
+                  "httpx", "httpx2", "httpcore", "mcp"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         result: int = args.func(args)
