@@ -35,8 +35,9 @@ status: install
 demo: up
 	$(PY) -m memstack.cli demo
 
+# Two pytest lanes at once (tests/lanes.sh says why); PYTEST_ARGS=... runs one plain pytest.
 test: install
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	bash tests/lanes.sh $(PY) $(PYTEST_ARGS)
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
