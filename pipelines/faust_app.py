@@ -31,6 +31,7 @@ from kafka import TopicPartition
 from memstack.operators.log import LogPosition
 from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
+from memstack.pipelines.forget_agent import declare_forget_agent
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome
 from memstack.pipelines.forgetting.session_state_store import state_store_for
@@ -217,38 +218,9 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
         live.forgetting = forgetting
         if isinstance(projector, StatefulProjector):  # the session state forgets too
             forgetting.session_state = state_store_for(projector.updater, projector.run)
-        _declare_forget_agent(live, forgetting)
+        declare_forget_agent(live, forgetting)
     _declare_hooks(live)
     return live
-
-
-def _declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
-    """Forget requests are applied on the store thread, between two batches of events."""
-    ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
-                            key_serializer="raw", value_serializer="raw")
-
-    def apply(record: LogRecord) -> ForgetOutcome | None:
-        if live.exclusive is None:
-            return forgetting.apply(record)
-        with live.exclusive():
-            return forgetting.apply(record)
-
-    async def forget(stream: StreamT[bytes]) -> None:
-        async for event in stream.events():
-            record = record_of(event.message)
-            try:
-                outcome = await live.processor.on_store(apply, record)
-            except Exception as exc:  # as a failed batch: stop, never go on without it
-                live.failure = exc
-                log.exception("applying the forget request at %s failed; stopping the worker "
-                              "(it is applied again from the start on restart)",
-                              record.position)
-                live.request_stop("a forget request failed", failed=True)
-                raise
-            for hook in live.on_forgot:
-                hook(outcome)
-
-    live.app.agent(ledger, name=f"{AGENT_NAME}-forget", concurrency=1)(forget)
 
 
 def _with_session_state(app: faust.App, settings: Settings, projector: Projector) -> Projector:

@@ -1,0 +1,77 @@
+"""The live worker's agent on ``<prefix>.forget``: each request applied on the store thread,
+between two batches of events.
+
+A request whose lineage cannot read the log (the broker away) is applied again with back-off;
+any other failure (a full disk) stops the worker as a failed batch does, and a restart applies
+the request again from the start (every step is idempotent). A request counts as applied
+only once it was (:meth:`LiveForgetting.apply`), so reads ``after=`` it wait meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from faust.types import StreamT
+from kafka.errors import KafkaError
+
+from memstack.pipelines.forgetting.live import LiveForgetting
+from memstack.pipelines.forgetting.processor import ForgetOutcome
+from memstack.pipelines.log_reader import LogRecord
+
+if TYPE_CHECKING:
+    from memstack.pipelines.faust_app import LiveApp
+
+log = logging.getLogger(__name__)
+
+FORGET_BROKER_RETRIES = 12
+"""Attempts of a forget request whose lineage cannot read the log (the broker away): with
+back-off up to 10 s, about 100 s in all, inside the producers' 120 s delivery timeout; then the
+worker stops and a restart applies it again."""
+
+
+def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
+    """Forget requests are applied on the store thread, between two batches of events."""
+    from memstack.pipelines.faust_app import AGENT_NAME, record_of  # it imports this module
+
+    ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
+                            key_serializer="raw", value_serializer="raw")
+
+    def apply(record: LogRecord) -> ForgetOutcome | None:
+        if live.exclusive is None:
+            return forgetting.apply(record)
+        with live.exclusive():
+            return forgetting.apply(record)
+
+    async def applied(record: LogRecord) -> ForgetOutcome | None:
+        """Apply a request; retry it while the broker is away (its lineage reads the log)."""
+        for attempt in itertools.count(1):
+            try:
+                return await live.processor.on_store(apply, record)
+            except KafkaError as exc:
+                if attempt >= FORGET_BROKER_RETRIES:
+                    raise
+                log.warning("the forget request at %s could not read the log (%r); applying "
+                            "it again (attempt %d of %d)", record.position, exc, attempt + 1,
+                            FORGET_BROKER_RETRIES)
+                await asyncio.sleep(min(2.0 ** attempt, 10.0))
+        raise AssertionError("unreachable")
+
+    async def forget(stream: StreamT[bytes]) -> None:
+        async for event in stream.events():
+            record = record_of(event.message)
+            try:
+                outcome = await applied(record)
+            except Exception as exc:  # as a failed batch: stop, never go on without it
+                live.failure = exc
+                log.exception("applying the forget request at %s failed; stopping the worker "
+                              "(it is applied again from the start on restart)",
+                              record.position)
+                live.request_stop("a forget request failed", failed=True)
+                raise
+            for hook in live.on_forgot:
+                hook(outcome)
+
+    live.app.agent(ledger, name=f"{AGENT_NAME}-forget", concurrency=1)(forget)
