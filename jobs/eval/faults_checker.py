@@ -3,7 +3,8 @@
 Rules (each broken one is a counted figure and a line in ``problems``):
 
 - **lost**: an event the broker acknowledged (the HTTP write answered 200) and not forgotten is
-  not in its store: ``records`` for messages and tool calls, ``fact_entries`` for facts;
+  not in its store: ``records`` for messages and tool calls, ``fact_entries`` for facts (a
+  doomed write whose forget was sent and never answered may be forgotten: not counted);
 - **duplicated**: an acknowledged event held more than once by any store (records, fact
   entries, LanceDB memories); ``log_duplicates`` counts events the log holds twice (a retry
   the writer produced again; the stores must still hold them once);
@@ -91,7 +92,9 @@ def check(history: History, snapshot: StoreSnapshot,
 
 
 def _forgotten_ids(history: History) -> set[str]:
-    return {event_id for f in history.forgets for event_id in f.event_ids}
+    """Events a forget covers, or may cover (a forget sent and never answered)."""
+    return ({event_id for f in history.forgets for event_id in f.event_ids}
+            | {event_id for w in history.unsure_forgets for event_id in w.event_ids})
 
 
 def _check_acked(history: History, snapshot: StoreSnapshot, forgotten: set[str],

@@ -82,6 +82,10 @@ class History:
     faults: list[Fault] = field(default_factory=list)
     unavailable: int = 0
     """Requests refused or unanswered while a fault was on (retried, not a correctness error)."""
+    unsure_forgets: list[Write] = field(default_factory=list)
+    """Doomed writes whose forget was sent but never answered before the workload stopped: the
+    service may have logged it (indeterminate, as Jepsen calls it), so their events may be
+    gone or present, and neither counts against the system."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, item: Write | Read | Forget) -> None:
@@ -93,6 +97,10 @@ class History:
             else:
                 self.forgets.append(item)
 
+    def unsure(self, write: Write) -> None:
+        with self.lock:
+            self.unsure_forgets.append(write)
+
     def missed(self) -> None:
         with self.lock:
             self.unavailable += 1
@@ -102,6 +110,7 @@ class History:
         body: dict[str, Any] = {
             "seed": self.seed, "writes": len(self.writes), "reads": len(self.reads),
             "forgets": [asdict(f) for f in self.forgets], "unavailable": self.unavailable,
+            "unsure_forgets": [w.session for w in self.unsure_forgets],
             "faults": [asdict(f) | {"recovery_s": f.recovery_s} for f in self.faults],
             "problems": problems or []}
         return json.dumps(body, indent=1, default=str)

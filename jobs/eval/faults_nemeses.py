@@ -145,7 +145,9 @@ def kill_mid_forget(stage: Stage) -> Fault:
         fault.notes.append("no doomed session yet: killed without a forget in flight")
     else:
         body = {"scope": {"type": "session", "session": write.session}, "reason": "nemesis"}
-        answer = workload._post_until_acked(write.tenant, "forget", body)
+        answer, unanswered = workload._post_until_acked(write.tenant, "forget", body)
+        if answer is None and unanswered:
+            stage.history.unsure(write)
         if answer is not None:
             stage.history.add(Forget(write.tenant, write.session, answer["request_id"],
                                      answer["position"], write.tokens, write.event_ids,

@@ -113,7 +113,7 @@ class Workload:
             kinds = rng.sample(["message", "tool_call", "fact_asserted"], rng.randint(1, 3))
             tokens = [self._next_token(tenant) for _ in kinds]
             events = [_event(tenant, session, k, t) for k, t in zip(kinds, tokens, strict=True)]
-            answer = self._post_until_acked(tenant, "events", {"events": events})
+            answer, _ = self._post_until_acked(tenant, "events", {"events": events})
             if answer is None:
                 return  # halted before the write was acknowledged: not part of the history
             write = Write(tenant, session, tuple(e["event_id"] for e in events), tuple(kinds),
@@ -125,22 +125,26 @@ class Workload:
             self.halt.wait(WRITE_PAUSE_S)
 
     def _post_until_acked(self, tenant: str, route: str,
-                          body: dict[str, Any]) -> dict[str, Any] | None:
+                          body: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+        """The answer once acknowledged (None: halted first) and whether a request was sent
+        without a definite answer (then the service may have logged it all the same)."""
+        unanswered = False
         while not self.halt.is_set():
             try:
                 with self._client(tenant) as client:
                     answer = client.post(f"/v1/tenants/{tenant}/{route}", json=body)
                 if answer.status_code == 200:
                     result: dict[str, Any] = answer.json()
-                    return result
+                    return result, unanswered
                 if 400 <= answer.status_code < 500 and answer.status_code not in (408, 429):
                     raise AssertionError(f"the workload's own {route} was refused: "
                                          f"{answer.status_code} {answer.text[:300]}")
+                unanswered = unanswered or answer.status_code >= 500 or answer.status_code == 408
             except httpx.HTTPError:
-                pass
+                unanswered = True
             self.history.missed()
             self.halt.wait(0.5)
-        return None
+        return None, unanswered
 
     def _reader(self, tenant: str, rng: random.Random) -> None:
         while not self.halt.is_set():
@@ -185,8 +189,10 @@ class Workload:
                 write = self.doomed.pop(rng.randrange(len(self.doomed)))
             body = {"scope": {"type": "session", "session": write.session},
                     "reason": "fault suite"}
-            answer = self._post_until_acked(write.tenant, "forget", body)
+            answer, unanswered = self._post_until_acked(write.tenant, "forget", body)
             if answer is None:
+                if unanswered:  # sent, never answered: it may be in the log all the same
+                    self.history.unsure(write)
                 return
             self.history.add(Forget(write.tenant, write.session, answer["request_id"],
                                     answer["position"], write.tokens, write.event_ids,

@@ -93,3 +93,16 @@ def test_consolidation_steps_are_window_aligned_and_end_at_the_stop() -> None:
     plan = steps(stop, 128)
     assert plan == [{0: 0, 1: 128, 2: 128}, {0: 0, 1: 256, 2: 130}, stop]
     assert steps({0: 0}, 128) == [{0: 0}]
+
+
+def test_a_forget_sent_without_an_answer_may_have_erased_its_write() -> None:
+    h = history()
+    doomed = Write("t1", "doom-t1-9", ("e5",), ("message",), ("mk_t1_000005_q",), "e0-3", 1.3,
+                   doomed=True)
+    h.add(doomed)
+    assert check(h, snapshot()).lost == 1  # no forget sent: the write must be there
+    h.unsure(doomed)  # its forget was sent, the answer never came: it may be in the log
+    verdict = check(h, snapshot())
+    assert verdict.lost == 0 and verdict.clean
+    held = snapshot(records={"e1": 1, "e3": 1, "e5": 1})
+    assert check(h, held).clean  # or the forget never reached the log: present is fine too
