@@ -3,11 +3,11 @@
 1. start ``memstack serve`` (the live worker and the HTTP API in one process);
 2. the agent writes a sample conversation over HTTP; the broker acknowledges every event;
 3. it reads its own writes at once (``after=`` the write's position): facts as of two valid
-   times, as known before the move was mentioned, and a hybrid search; then an MCP client
-   (the official SDK's, over streamable HTTP at ``/mcp``) asserts a fact with a tool call and
-   reads it back with ``after=`` the tool's position;
+   times, as known before the move was mentioned, and a hybrid search;
 4. it forgets one observation and reads after the forget's position: the item is gone, and
-   the forget's status shows the per-store audit;
+   the forget's status shows the per-store audit; then the same agent talks MCP (the
+   official SDK's client, streamable HTTP at ``/mcp``): a tool call asserts a fact, another
+   reads it back with ``after=`` the first one's position;
 5. the memory inspector (``/ui``) in a headless Chromium follows the agent's next write over
    the change feed, moves its as-of slider, searches and files a forget until audited;
    screenshots under ``out/ui/`` (skipped, with the reason, when no browser is available);
@@ -131,8 +131,8 @@ def _over_mcp(url: str, key: str, session: str) -> None:
             return wrote, read_back
 
     wrote, read_back = asyncio.run(agent())
-    print(f"   over MCP ({url}/mcp): tool assert_fact wrote {wrote['event_ids'][0]}, "
-          f"position {wrote['position']}")
+    print(f"   the agent also speaks MCP ({url}/mcp): tool assert_fact wrote "
+          f"{wrote['event_ids'][0]}, position {wrote['position']}")
     print(f"   tool facts(after=that position): Ana has_pet {_objects(read_back)}")
 
 
