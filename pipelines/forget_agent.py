@@ -10,7 +10,6 @@ only once it was (:meth:`LiveForgetting.apply`), so reads ``after=`` it wait mea
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from typing import TYPE_CHECKING
 
@@ -47,17 +46,15 @@ def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
 
     async def applied(record: LogRecord) -> ForgetOutcome | None:
         """Apply a request; retry it while the broker is away (its lineage reads the log)."""
-        for attempt in itertools.count(1):
+        for attempt in range(1, FORGET_BROKER_RETRIES):
             try:
                 return await live.processor.on_store(apply, record)
             except KafkaError as exc:
-                if attempt >= FORGET_BROKER_RETRIES:
-                    raise
                 log.warning("the forget request at %s could not read the log (%r); applying "
                             "it again (attempt %d of %d)", record.position, exc, attempt + 1,
                             FORGET_BROKER_RETRIES)
                 await asyncio.sleep(min(2.0 ** attempt, 10.0))
-        raise AssertionError("unreachable")
+        return await live.processor.on_store(apply, record)  # the last attempt: errors raise
 
     async def forget(stream: StreamT[bytes]) -> None:
         async for event in stream.events():
