@@ -42,7 +42,13 @@ from memstack.jobs.eval.faults_nemeses import (
     Stage,
     catch_up_replay,
 )
-from memstack.jobs.eval.faults_snapshot import behind_log, clean_rebuild, snapshot, verify
+from memstack.jobs.eval.faults_snapshot import (
+    behind_log,
+    clean_rebuild,
+    row_differences,
+    snapshot,
+    verify,
+)
 from memstack.jobs.eval.faults_workload import Workload
 from memstack.jobs.measure import Report, Result
 
@@ -171,6 +177,7 @@ def _check(stage: Stage, tally: Tally, label: str, *, restart: bool) -> None:
         if not comparison.equal:
             tally.problems.append(f"{label}: the stores differ from {what}: "
                                   f"{', '.join(comparison.differing())}")
+            _explain(stage, label, a, b, history.seed)
     shutil.rmtree(clean, ignore_errors=True)
     stage.report("%s check: %s; verify %d/%d equal", label,
                  "clean" if verdict.clean else "; ".join(verdict.problems[:5]), tally.equal,
@@ -208,6 +215,15 @@ def _drain(stage: Stage, tally: Tally, label: str) -> None:
                      attempt, DRAIN_ATTEMPTS)
     tally.problems.append(f"{label}: the log still grew after {DRAIN_ATTEMPTS} drains: "
                           f"{behind} record(s) per partition not applied")
+
+
+def _explain(stage: Stage, label: str, a: Path, b: Path, seed: int) -> None:
+    """Report the rows that differ and keep both sets of stores for a closer look."""
+    kept = Path("out") / "faults" / f"seed-{seed}" / label.replace(" ", "-")
+    for side, stores in (("a", a), ("b", b)):
+        shutil.copytree(stores, kept / side, dirs_exist_ok=True)
+    stage.report("%s: stores differ (kept in %s):\n%s", label, kept,
+                 "\n".join(row_differences(a, b)))
 
 
 def _tally(tally: Tally, verdict: Verdict, label: str) -> None:

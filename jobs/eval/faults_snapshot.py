@@ -130,6 +130,43 @@ def clean_rebuild(settings: Settings, into: Path) -> Path:
     return into
 
 
+def row_differences(a: Path, b: Path, limit: int = 20) -> list[str]:
+    """Where two sets of stores differ, row by row: per table, the rows (as whole tuples)
+    found in only one of them, keyed by event id, so a verify inequality can be diagnosed."""
+    out: list[str] = []
+    for table in ("records", "fact_entries", "fact_versions"):
+        rows_a, rows_b = _rows(a, table), _rows(b, table)
+        only_a, only_b = rows_a - rows_b, rows_b - rows_a
+        if only_a or only_b:
+            out.append(f"{table}: {len(only_a)} row(s) only in {a}, {len(only_b)} only in {b}")
+            out += [f"  < {r}" for r in sorted(only_a)[:limit]]
+            out += [f"  > {r}" for r in sorted(only_b)[:limit]]
+    mem_a, mem_b = _memory_rows(a), _memory_rows(b)
+    if mem_a != mem_b:
+        only_a, only_b = mem_a - mem_b, mem_b - mem_a
+        out.append(f"memories: {len(only_a)} row(s) only in {a}, {len(only_b)} only in {b}")
+        out += [f"  < {r}" for r in sorted(only_a)[:limit]]
+        out += [f"  > {r}" for r in sorted(only_b)[:limit]]
+    return out
+
+
+def _rows(stores: Path, table: str) -> set[str]:
+    con = duckdb.connect(str(stores / DUCKDB_FILE), read_only=True)
+    try:
+        return {repr(row) for row in con.execute(f"SELECT * FROM {table}").fetchall()}
+    finally:
+        con.close()
+
+
+def _memory_rows(stores: Path) -> set[str]:
+    db = lancedb.connect(stores / LANCE_DIR)
+    if TABLE not in db.table_names():
+        return set()
+    table = db.open_table(TABLE).to_arrow()
+    table = table.drop_columns(["vector"]) if "vector" in table.column_names else table
+    return {repr(tuple(sorted(r.items()))) for r in table.to_pylist()}
+
+
 def verify(live: Path, clean: Path) -> Comparison:
     comparison = compare(live, clean)
     if not comparison.equal:
