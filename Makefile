@@ -42,9 +42,12 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
+typecheck: install
+	$(PY) tests/typecheck.py
+
 lint: install
 	$(VENV)/bin/ruff check memstack schemas operators pipelines jobs infra tests
-	$(VENV)/bin/mypy -p memstack
+	$(PY) tests/typecheck.py
 
 clean:
 	rm -rf .memstack out

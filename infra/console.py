@@ -1,4 +1,4 @@
-"""Kafka's own console producer and consumer, run from ``infra/kafka/lib``.
+"""Kafka's own console producer and consumer, run from the jars of :mod:`memstack.infra.jars`.
 
 Interop checks use them: a record written by Python must read back in Kafka's own tools, and the
 other way round. Each call starts a JVM (about 1-2 s).

@@ -17,7 +17,7 @@ class JavaNotFoundError(InfraError):
 
 
 class JarResolutionError(InfraError):
-    """Maven could not resolve Kafka's jars into ``infra/kafka/lib``."""
+    """Maven could not resolve the jars of a pom (Kafka, the Flink connector) into the cache."""
 
 
 class PortInUseError(InfraError):

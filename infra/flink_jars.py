@@ -1,8 +1,9 @@
-"""Flink's Kafka connector, resolved by Maven from ``infra/flink/pom.xml`` into ``infra/flink/lib``.
+"""Flink's Kafka connector, resolved by Maven from ``infra/flink/pom.xml`` into memstack's cache.
 
 PyFlink's wheels ship no Kafka connector; the replay job adds this jar through ``pipeline.jars``.
 Resolution runs once, with the same stamp-and-lock scheme as Kafka's jars
-(:mod:`memstack.infra.jars`): a stamp in ``lib/`` holds the pom's SHA-256 and is written last.
+(:mod:`memstack.infra.jars`): a folder per pom digest under the cache, whose stamp (the pom's
+SHA-256) is written last.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from memstack.infra.jars import STAMP_NAME, resolve_maven
 log = logging.getLogger(__name__)
 
 FLINK_DIR = Path(__file__).resolve().parent / "flink"
-"""``infra/flink``: the pom and (after resolution) ``lib/``."""
+"""``infra/flink`` (package data, read only): the pom."""
 
 CONNECTOR_GLOB = "flink-sql-connector-kafka-*.jar"
 _MVN_TIMEOUT_S = 600
 
 
 def resolve_flink_jars(flink_dir: Path = FLINK_DIR, *, force: bool = False) -> Path:
-    """Fill ``flink_dir/lib`` with the Kafka SQL connector; return that folder.
+    """Resolve the Kafka SQL connector into the cache; return the folder of its jars.
 
     Skips Maven when the stamp matches the pom (milliseconds). Needs ``mvn`` and Maven Central
     the first time only.

@@ -1,7 +1,11 @@
-"""Apache Kafka's jars, resolved by Maven from ``infra/kafka/pom.xml`` into ``infra/kafka/lib``.
+"""Apache Kafka's jars, resolved by Maven from ``infra/kafka/pom.xml`` into memstack's cache.
 
-Resolution runs once: a stamp file in ``lib/`` holds the pom's SHA-256, and a matching stamp
-means ``lib/`` is complete (the stamp is written last). Concurrent callers serialise on a file lock.
+The jars land in ``jars/kafka-<pom digest>/lib/`` under :func:`memstack.infra.cache.cache_root`
+(never inside the package, which is read-only at run time). Resolution runs once per pom: a
+stamp file in that folder holds the pom's SHA-256, and a matching stamp means the folder is
+complete (the stamp is written last). Concurrent callers serialise on a file lock. Maven runs
+on a copy of the pom in the cache (its ``${project.basedir}/lib`` is then the cache's folder,
+and whatever else Maven writes beside a pom stays there too).
 """
 
 from __future__ import annotations
@@ -14,29 +18,36 @@ import subprocess
 import time
 from pathlib import Path
 
+from memstack.infra.cache import cache_root
 from memstack.infra.errors import JarResolutionError, JavaNotFoundError
 
 log = logging.getLogger(__name__)
 
 KAFKA_DIR = Path(__file__).resolve().parent / "kafka"
-"""``infra/kafka``: the pom, the log4j2 configurations and (after resolution) ``lib/``."""
+"""``infra/kafka`` (package data, read only): the pom and the log4j2 configurations."""
 
 STAMP_NAME = ".resolved"
 _MVN_TIMEOUT_S = 600
 
 
-def pom_hash(kafka_dir: Path = KAFKA_DIR) -> str:
-    return hashlib.sha256((kafka_dir / "pom.xml").read_bytes()).hexdigest()
+def pom_hash(project_dir: Path = KAFKA_DIR) -> str:
+    return hashlib.sha256((project_dir / "pom.xml").read_bytes()).hexdigest()
 
 
-def is_resolved(kafka_dir: Path = KAFKA_DIR) -> bool:
-    """True when ``lib/`` was filled from the current pom (its stamp matches the pom's hash)."""
-    stamp = kafka_dir / "lib" / STAMP_NAME
-    return stamp.is_file() and stamp.read_text().strip() == pom_hash(kafka_dir)
+def lib_dir(project_dir: Path = KAFKA_DIR) -> Path:
+    """Where the jars of ``project_dir/pom.xml`` are (or will be) kept: named by the pom's
+    digest, so a changed pom resolves into a folder of its own."""
+    return cache_root() / "jars" / f"{project_dir.name}-{pom_hash(project_dir)[:16]}" / "lib"
+
+
+def is_resolved(project_dir: Path = KAFKA_DIR) -> bool:
+    """True when the pom's folder was filled completely (its stamp matches the pom's hash)."""
+    stamp = lib_dir(project_dir) / STAMP_NAME
+    return stamp.is_file() and stamp.read_text().strip() == pom_hash(project_dir)
 
 
 def resolve_jars(kafka_dir: Path = KAFKA_DIR, *, force: bool = False) -> Path:
-    """Fill ``kafka_dir/lib`` with Kafka's runtime classpath; return that folder.
+    """Resolve Kafka's runtime classpath into the cache; return the folder of its jars.
 
     Skips Maven when the stamp matches the pom (a few milliseconds). Needs ``mvn`` and Maven
     Central the first time only.
@@ -46,12 +57,12 @@ def resolve_jars(kafka_dir: Path = KAFKA_DIR, *, force: bool = False) -> Path:
 
 def resolve_maven(project_dir: Path, marker_glob: str, what: str, *,
                   force: bool = False) -> Path:
-    """Copy the runtime dependencies of ``project_dir/pom.xml`` into ``project_dir/lib``.
+    """Copy the runtime dependencies of ``project_dir/pom.xml`` into :func:`lib_dir`.
 
     Runs once per pom: a stamp with the pom's hash is written last, and concurrent callers
     serialise on a file lock. ``marker_glob`` names a jar that must be there afterwards.
     """
-    lib = project_dir / "lib"
+    lib = lib_dir(project_dir)
     if not force and is_resolved(project_dir):
         return lib
     lib.mkdir(parents=True, exist_ok=True)
@@ -71,9 +82,11 @@ def _run_maven(project_dir: Path, lib: Path, marker_glob: str, what: str) -> Non
             f"Maven (mvn) is not on PATH; it resolves {what} once. "
             "Install it with `apt-get install -y maven`."
         )
-    for old in lib.glob("*.jar"):  # a changed pom must not leave old versions on the classpath
+    for old in lib.glob("*.jar"):  # a half-finished earlier attempt leaves nothing behind
         old.unlink()
-    cmd = [mvn, "-q", "-B", "-f", str(project_dir / "pom.xml"), "dependency:copy-dependencies",
+    pom = lib.parent / "pom.xml"  # the pom's basedir is then the cache's folder
+    shutil.copyfile(project_dir / "pom.xml", pom)
+    cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
            f"-DoutputDirectory={lib}"]
     log.info("resolving %s with Maven into %s", what, lib)
     started = time.monotonic()

@@ -8,8 +8,8 @@ mean pooling and L2 normalisation, ONNX Runtime's transformer optimizer fuses it
 into int8 with one scale per output channel (per-tensor scales cost 0.04 of cosine to the
 torch vectors; per channel costs < 0.01).
 
-Built files live in :func:`cache_dir` (``$MEMSTACK_MODEL_CACHE``, else
-``$XDG_CACHE_HOME/memstack/models``, else ``~/.cache/memstack/models``), named by a digest of
+Built files live in :func:`cache_dir` (``$MEMSTACK_MODEL_CACHE``, else ``models/`` in
+memstack's cache, :func:`memstack.infra.cache.cache_root`), named by a digest of
 everything that shapes them (recipe, package, weights, torch, onnxruntime and onnx versions), so
 a changed input builds a new file and never reuses a stale one. A file lock makes concurrent
 callers build once; the file appears by an atomic rename, complete or not at all.
@@ -31,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from memstack.infra.cache import cache_root
 from memstack.pipelines.embedding import EncoderUnavailableError, model_path
 
 log = logging.getLogger(__name__)
@@ -54,10 +55,7 @@ class ModelBuildError(EncoderUnavailableError):
 def cache_dir() -> Path:
     """Where built graphs are kept (shared by every MEMSTACK_HOME of the user)."""
     override = os.environ.get("MEMSTACK_MODEL_CACHE")
-    if override:
-        return Path(override).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "memstack" / "models"
+    return Path(override).expanduser() if override else cache_root() / "models"
 
 
 def _version(package: str) -> str:

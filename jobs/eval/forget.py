@@ -12,7 +12,6 @@ reworded searches surface nothing of it). Latency: emit -> audit passes.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import time
@@ -25,6 +24,7 @@ import numpy as np
 
 from memstack.client import MemoryClient
 from memstack.jobs.broker_env import broker_for
+from memstack.jobs.eval.locomo_data import eval_dir
 from memstack.jobs.measure import Report, Result
 from memstack.keystore import FileKeyStore
 from memstack.operators.forget import ForgetRequest, Subject
@@ -53,11 +53,6 @@ STOP = frozenset({
     "a", "an", "the", "and", "or", "but", "i", "you", "he", "she", "it", "we", "they", "to",
     "of", "in", "on", "at", "for", "is", "was", "are", "with", "that", "this", "my", "your",
     "so", "just", "what", "have", "has", "had", "be", "do", "did", "not"})
-
-
-def eval_dir() -> Path:
-    env = os.environ.get("MEMSTACK_EVAL_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "eval"
 
 
 def when(text: str) -> datetime:

@@ -1,0 +1,132 @@
+"""The package's shape: a plain tree, mapped by the build backend, that installs the same way
+from a wheel, an sdist or an editable checkout, and is never written to at run time.
+
+- no symbolic link anywhere in the source tree;
+- ``pyproject.toml``'s package list names exactly the folders that hold an ``__init__.py``
+  under the mapped folders (a new sub-package cannot be left out of the wheel);
+- (slow) ``python -m build`` gives a wheel and an sdist; the sdist holds the tests and the
+  docs; a fresh virtualenv that installs the sdist (its heavy dependencies borrowed from this
+  environment's site-packages, so the check takes seconds, not a torch download) passes the
+  unit tests of pure logic, run against the installed package, and those runs and a jar
+  resolution leave the installed package's files exactly as pip wrote them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIPPED = {".git", ".venv", "out", "build", "dist", ".mypy_cache", ".ruff_cache", ".hypothesis",
+           ".memstack", "__pycache__"}
+UNIT_TESTS = ["tests/operators", "tests/schemas", "tests/property"]
+
+
+def _setuptools() -> dict[str, object]:
+    config: dict[str, object] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
+        "setuptools"]
+    return config
+
+
+def _walk(folder: Path) -> list[Path]:
+    out: list[Path] = []
+    for entry in folder.iterdir():
+        if entry.name in SKIPPED or entry.name.endswith(".egg-info"):
+            continue
+        out.append(entry)
+        if entry.is_dir() and not entry.is_symlink():
+            out += _walk(entry)
+    return out
+
+
+def test_no_symbolic_link_in_the_tree() -> None:
+    links = [str(p.relative_to(ROOT)) for p in _walk(ROOT) if p.is_symlink()]
+    assert links == []
+
+
+def test_the_package_list_names_every_package_folder() -> None:
+    config = _setuptools()
+    mapping = config["package-dir"]
+    assert isinstance(mapping, dict)
+    found = set()
+    for name, folder in mapping.items():
+        base = ROOT / folder
+        for init in base.rglob("__init__.py"):
+            rel = init.parent.relative_to(base)
+            if "__pycache__" in rel.parts:
+                continue
+            inner = ".".join(rel.parts)
+            found.add(f"{name}.{inner}" if inner else name)
+    assert sorted(found) == sorted(config["packages"])  # type: ignore[arg-type]
+
+
+def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900,
+                          **kwargs)  # type: ignore[call-overload]
+    assert done.returncode == 0, f"{cmd} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done  # type: ignore[no-any-return]
+
+
+def _files(folder: Path) -> dict[str, float]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime for p in folder.rglob("*")
+            if p.is_file()}
+
+
+@pytest.mark.slow
+def test_sdist_and_wheel_install_the_same_tree_and_pass_the_unit_tests(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(ROOT)])
+    sdist, = dist.glob("memstack-*.tar.gz")
+    wheel, = dist.glob("memstack-*.whl")
+    with tarfile.open(sdist) as tar:
+        sdist_names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    with zipfile.ZipFile(wheel) as zf:
+        wheel_names = set(zf.namelist())
+    for needed in ["tests/conftest.py", "docs/architecture.md", "Makefile", "pipelines/live.py",
+                   "infra/kafka/pom.xml", "schemas/event.v1.json"]:
+        assert needed in sdist_names, f"the sdist lacks {needed}"
+    for needed in ["memstack/pipelines/live.py", "memstack/infra/kafka/pom.xml",
+                   "memstack/infra/kafka/log4j2-broker.properties", "memstack/py.typed",
+                   "memstack/schemas/event.v1.json",
+                   "memstack/pipelines/service/inspector/static/index.html"]:
+        assert needed in wheel_names, f"the wheel lacks {needed}"
+    assert not any(n.startswith(("tests/", "memstack/tests/")) for n in wheel_names)
+
+    venv = tmp_path / "venv"
+    _run(["python3.11", "-m", "venv", str(venv)])
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    # The heavy dependencies come from this environment; the package itself only from the sdist.
+    (site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    _run([str(venv / "bin/pip"), "install", "--disable-pip-version-check", "-q", "--no-deps",
+          str(sdist)], env=env)
+    installed = site / "memstack"
+    assert (installed / "pipelines" / "live.py").is_file()
+    before = _files(installed)
+
+    work = tmp_path / "work"  # the sdist's tests and docs, beside no package source to shadow it
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "src", filter="data")
+    src, = (tmp_path / "src").iterdir()
+    work.mkdir()
+    (work / "pyproject.toml").write_bytes((src / "pyproject.toml").read_bytes())
+    for folder in ("tests", "docs"):  # a test reads its example from the docs
+        os.rename(src / folder, work / folder)
+    where = _run([str(venv / "bin/python"), "-c",
+                  "import memstack.pipelines.live as m; print(m.__file__)"], cwd=work, env=env)
+    assert where.stdout.strip().startswith(str(installed))
+    cache = tmp_path / "cache"
+    _run([str(venv / "bin/python"), "-m", "pytest", "-q", "-x", *UNIT_TESTS], cwd=work,
+         env={**env, "MEMSTACK_CACHE": str(cache), "MEMSTACK_HOME": str(tmp_path / "home")})
+    _run([str(venv / "bin/python"), "-c", "from memstack.infra.jars import resolve_jars; "
+          "print(resolve_jars())"], cwd=work, env={**env, "MEMSTACK_CACHE": str(cache)})
+    assert list((cache / "jars").glob("kafka-*/lib/kafka_2.13-*.jar"))
+    assert _files(installed) == before, "something wrote inside the installed package"
