@@ -47,6 +47,7 @@ from memstack.jobs.eval.faults_snapshot import (
     clean_rebuild,
     row_differences,
     snapshot,
+    unapplied_forgets,
     verify,
 )
 from memstack.jobs.eval.faults_workload import Workload
@@ -83,6 +84,8 @@ class Tally:
     late_records: int = 0
     """Records that reached the log only as the service drained (writes whose HTTP answer
     timed out during a fault): applied by a restart before the check compares."""
+    late_forgets: int = 0
+    """The same for forget requests: in the ledger, not yet applied when the service drained."""
 
 
 def run(quick: bool, report: Report, seed: int | None = None,
@@ -188,14 +191,14 @@ def _check(stage: Stage, tally: Tally, label: str, *, restart: bool) -> None:
 
 
 def _drain(stage: Stage, tally: Tally, label: str) -> None:
-    """Catch the service up to the log's end and stop it with SIGTERM, until the log holds
-    nothing the stopped stores have not applied.
+    """Catch the service up to the log's end and stop it with SIGTERM, until the stopped
+    stores have applied every record of the events topic and every request of the ledger.
 
-    A write whose HTTP answer timed out during a fault (the client then gave up) may still sit
-    in the service's producer and reach the log as the service drains: Kafka delivers what it
-    was given, acknowledged or not. The stores apply such records at their next start, so the
-    check starts the service again for them (as an operator's restart would) before comparing
-    the stores with a rebuild of the log.
+    A write or a forget whose HTTP answer timed out during a fault (the client then gave up)
+    may still sit in the service's producer and reach the log as the service drains: Kafka
+    delivers what it was given, acknowledged or not. The stores apply such records at their
+    next start, so the check starts the service again for them (as an operator's restart would)
+    before comparing the stores with a rebuild of the log, which honours the whole ledger.
     """
     deployed = stage.deployed
     for attempt in range(1, DRAIN_ATTEMPTS + 1):
@@ -207,14 +210,18 @@ def _drain(stage: Stage, tally: Tally, label: str) -> None:
             tally.problems.append(f"{label}: the service did not drain cleanly on SIGTERM "
                                   f"({code})")
         behind = behind_log(deployed.settings, deployed.stores)
-        if not behind:
+        forgets = unapplied_forgets(deployed.settings, deployed.stores)
+        if not behind and not forgets:
             return
         tally.late_records += sum(behind.values())
-        stage.report("%s check: %d record(s) reached the log as the service drained (%s); "
-                     "applying them (drain %d of %d)", label, sum(behind.values()), behind,
-                     attempt, DRAIN_ATTEMPTS)
+        tally.late_forgets += len(forgets)
+        stage.report("%s check: %d record(s) (%s) and %d forget request(s) (%s) reached the log "
+                     "as the service drained; applying them (drain %d of %d)", label,
+                     sum(behind.values()), behind, len(forgets), ", ".join(forgets), attempt,
+                     DRAIN_ATTEMPTS)
     tally.problems.append(f"{label}: the log still grew after {DRAIN_ATTEMPTS} drains: "
-                          f"{behind} record(s) per partition not applied")
+                          f"{behind} record(s) per partition and forget request(s) "
+                          f"{forgets} not applied")
 
 
 def _explain(stage: Stage, label: str, a: Path, b: Path, seed: int) -> None:
@@ -257,6 +264,7 @@ def _figures(history: History, tally: Tally, outcome: FuzzOutcome, rounds: int, 
         "unsure_forgets": len(history.unsure_forgets),
         "service_drain_failures": tally.drain_failures,
         "late_records": tally.late_records,
+        "late_forgets": tally.late_forgets,
         "service_exits": len(deployed.exits),
         "consolidation_resumed_equal_rate": (
             sum(1 for c in consolidations if c["equal"]) / len(consolidations)

@@ -23,6 +23,7 @@ import lancedb
 
 from memstack.jobs.eval.faults_checker import StoreSnapshot
 from memstack.keystore import FileKeyStore
+from memstack.pipelines.forgetting.bundle import APPLIED_FILE
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.rebuild import rebuild
@@ -89,6 +90,14 @@ def behind_log(settings: Settings, stores: Path) -> dict[int, int]:
         con.close()
     ends = end_offsets(settings.bootstrap, settings.events_topic)
     return {p: e - applied.get(p, 0) for p, e in ends.items() if e > applied.get(p, 0)}
+
+
+def unapplied_forgets(settings: Settings, stores: Path) -> list[str]:
+    """Requests of the forget ledger the (stopped) stores have not applied yet (their ids)."""
+    path = stores / APPLIED_FILE
+    applied = set(json.loads(path.read_text())) if path.exists() else set()
+    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
+    return [r.request_id for r in ledger.requests if r.request_id not in applied]
 
 
 def log_copies(settings: Settings) -> dict[str, int]:
