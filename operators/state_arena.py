@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -63,12 +63,6 @@ class SessionSums:
         if not math.isfinite(at):
             return self.sums.clone()
         return self.sums * math.exp(-self.config.rate * (at - self.ref_time))
-
-
-def empty_sums(config: StateConfig) -> SessionSums:
-    d = config.dim
-    return SessionSums(config, torch.zeros(N_HEADS, d + 1, 2 * d + 1, dtype=config.torch_dtype),
-                       0.0, -math.inf, (0,) * N_HEADS)
 
 
 @dataclass(frozen=True)
@@ -235,16 +229,3 @@ class StateArena:
             products = self._scratch[:n]
             torch.bmm(left_p.transpose(1, 2), right_p, out=products)
             flat.index_add_(0, used, products)
-
-
-def terms_of(slots: Sequence[int], heads: Sequence[int], keys: torch.Tensor,
-             values: torch.Tensor, times: Sequence[float],
-             weights: Sequence[float] | None = None) -> Terms:
-    """:class:`Terms` from Python sequences and projected ``(m, dim)`` keys/values."""
-    m = len(slots)
-    return Terms(torch.tensor(list(slots), dtype=torch.int64).reshape(m),
-                 torch.tensor(list(heads), dtype=torch.int64).reshape(m),
-                 keys.reshape(m, -1), values.reshape(m, -1),
-                 torch.tensor(list(times), dtype=torch.float64).reshape(m),
-                 torch.tensor(list(weights) if weights is not None else [1.0] * m,
-                              dtype=torch.float64).reshape(m))

@@ -2,8 +2,10 @@
 
 A row answers a query as of ``(valid, known)`` when ``vt_from <= valid < vt_to`` (``vt_to``
 null = open) and it was known: ``tt_from <= known < tt_to`` for a time, or its event lies inside
-the :class:`LogCut` for a log position. The predicates here are the one definition used by
-``facts``, ``records`` and ``search`` (as a LanceDB prefilter, applied before ranking).
+the :class:`LogCut` for a log position. The rule itself is :mod:`memstack.schemas.asof` (one
+definition, rendered as DuckDB SQL, LanceDB SQL, Arrow and Python); this module binds it to
+the query layer's :class:`AsOf` for ``records`` and ``search`` (as a LanceDB prefilter,
+applied before ranking).
 """
 
 from __future__ import annotations
@@ -12,13 +14,10 @@ import re
 from datetime import UTC, date, datetime
 from typing import Protocol
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from memstack.operators.log import LogPosition
-from memstack.schemas.events import format_time
-from memstack.schemas.rows import TIME
+from memstack.schemas import asof as rule
+from memstack.schemas.asof import Cut
 from memstack.view.errors import InvalidAsOfError
 from memstack.view.types import AsOf, Known, LogCut
 
@@ -89,28 +88,23 @@ def resolve(valid: datetime | str | None = None,
     return AsOf(vt, tt)
 
 
-def lance_time(value: datetime) -> str:
-    """A LanceDB (DataFusion) timestamp literal, microsecond precision, UTC."""
-    return f"timestamp '{format_time(value)}'"
-
-
-def cut_predicate(cut: LogCut, partition: str, offset: str) -> str:
-    """SQL: the row's event lies inside the cut (``false`` for an empty cut)."""
-    parts = [f"({partition} = {p} AND {offset} < {o})" for p, o in cut.offsets if o > 0]
-    return "(" + " OR ".join(parts) + ")" if parts else "false"
+def known_of(as_of: AsOf) -> datetime | Cut:
+    """The transaction coordinate in the rule's terms: a time (default now) or a cut."""
+    cut = as_of.known_cut
+    return cut.offsets if cut is not None else (as_of.known_time or now())
 
 
 def memory_predicate(as_of: AsOf) -> str:
     """The as-of prefilter of the ``memories`` table (LanceDB SQL)."""
-    v = lance_time(as_of.valid)
-    clauses = [f"vt_from <= {v}", f"(vt_to IS NULL OR vt_to > {v})"]
-    cut = as_of.known_cut
-    if cut is not None:
-        clauses.append(cut_predicate(cut, "`partition`", "`offset`"))
-    else:
-        k = lance_time(as_of.known_time or now())
-        clauses += [f"tt_from <= {k}", f"(tt_to IS NULL OR tt_to > {k})"]
-    return " AND ".join(clauses)
+    return rule.lance_sql(as_of.valid, known_of(as_of), rule.INTERVALS)
+
+
+def memory_mask(table: pa.Table, as_of: AsOf) -> pa.ChunkedArray:
+    """:func:`memory_predicate` over a table of memory candidates (vectorised, no nulls).
+
+    ``table`` needs ``vt_from``, ``vt_to``, ``tt_from``, ``tt_to``, ``partition``, ``offset``.
+    """
+    return rule.arrow_mask(table, as_of.valid, known_of(as_of), rule.INTERVALS)
 
 
 class HasRecordTimes(Protocol):
@@ -126,41 +120,8 @@ class HasRecordTimes(Protocol):
     def offset(self) -> int: ...
 
 
-def memory_mask(table: pa.Table, as_of: AsOf) -> pa.ChunkedArray:
-    """:func:`memory_predicate` over a table of memory candidates (vectorised, no nulls).
-
-    ``table`` needs ``vt_from``, ``vt_to``, ``tt_from``, ``tt_to``, ``partition``, ``offset``.
-    """
-    v = pa.scalar(as_of.valid, TIME)
-    mask = pc.and_(pc.less_equal(table["vt_from"], v), _open_after(table["vt_to"], v))
-    cut = as_of.known_cut
-    if cut is not None:
-        known = pa.chunked_array([pa.array(np.zeros(table.num_rows, dtype=bool))])
-        for partition, offset in cut.offsets:
-            known = pc.or_(known, pc.and_(pc.equal(table["partition"], partition),
-                                          pc.less(table["offset"], offset)))
-        return pc.and_(mask, known)
-    k = pa.scalar(as_of.known_time or now(), TIME)
-    known_then = pc.and_(pc.less_equal(table["tt_from"], k), _open_after(table["tt_to"], k))
-    return pc.and_(mask, known_then)
-
-
-def _open_after(end: pa.ChunkedArray, at: pa.Scalar) -> pa.ChunkedArray:
-    """``end IS NULL OR end > at``."""
-    return pc.or_kleene(pc.is_null(end), pc.greater(end, at))
-
-
 def record_visible(row: HasRecordTimes, as_of: AsOf) -> bool:
     """Whether a raw record answers as of ``as_of`` (records are never superseded)."""
-    if not (row.vt_from <= as_of.valid and (row.vt_to is None or row.vt_to > as_of.valid)):
-        return False
-    cut = as_of.known_cut
-    if cut is not None:
-        return cut.knows(row.partition, row.offset)
-    return row.tt <= (as_of.known_time or now())
-
-
-def before(position: tuple[datetime, int, int]) -> LogPosition:
-    """The last log position strictly before ``position`` (offsets are integers)."""
-    log_time, partition, offset = position
-    return LogPosition(log_time, partition, offset - 1)
+    fields = {"vt_from": row.vt_from, "vt_to": row.vt_to, "tt": row.tt,
+              "partition": row.partition, "offset": row.offset}
+    return rule.visible(fields, as_of.valid, known_of(as_of), rule.RECORDS)

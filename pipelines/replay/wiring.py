@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from memstack.pipelines.contracts import DeadLetter, Plan, Projector
+from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Plan, Projector
 from memstack.pipelines.embedding import CachingEncoder, Encoder, encoder_kind
 from memstack.pipelines.log_reader import LogRecord
-from memstack.pipelines.replay.forget import ForgetFilter
 
 if TYPE_CHECKING:
     from memstack.pipelines.replay.functions import Item

@@ -43,6 +43,7 @@ from memstack.pipelines.stores.duckdb_schema import (
     translated,
 )
 from memstack.pipelines.stores.errors import StoreNotFoundError, StoreReadOnlyError
+from memstack.schemas import asof
 from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
 
 log = logging.getLogger(__name__)
@@ -293,16 +294,15 @@ class DuckDBEventIndex:
         now = datetime.now(UTC)
         vt = vt or now
         head, params = _source(subject)
-        sql = [head, "WHERE tenant = ? AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?)"]
-        params += [tenant, vt, vt]
-        if isinstance(tt, LogPosition):
-            sql.append("AND (tt_from, tt_from_partition, tt_from_offset) <= (?, ?, ?) AND "
-                       "(tt_to IS NULL OR (tt_to, tt_to_partition, tt_to_offset) > (?, ?, ?))")
-            params += [tt.log_time, tt.partition, tt.offset] * 2
+        if isinstance(tt, LogPosition):  # known at a position: (time, partition, offset) order
+            sql = [head, "WHERE tenant = ? AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?)",
+                   "AND (tt_from, tt_from_partition, tt_from_offset) <= (?, ?, ?) AND "
+                   "(tt_to IS NULL OR (tt_to, tt_to_partition, tt_to_offset) > (?, ?, ?))"]
+            params += [tenant, vt, vt, *[tt.log_time, tt.partition, tt.offset] * 2]
         else:
-            at = tt or now
-            sql.append("AND tt_from <= ? AND (tt_to IS NULL OR tt_to > ?)")
-            params += [at, at]
+            where, rule_params = asof.duckdb_sql(vt, tt or now)
+            sql = [head, f"WHERE tenant = ? AND {where}"]
+            params += [tenant, *rule_params]
         if relation is not None:
             sql.append("AND relation = ?")
             params.append(relation)
@@ -317,13 +317,11 @@ class DuckDBEventIndex:
         if not subjects:
             return []
         now = datetime.now(UTC)
-        vt, at = vt or now, tt or now
+        where, params = asof.duckdb_sql(vt or now, tt or now)
         sql = (f"WITH k AS MATERIALIZED (SELECT {_VERSION_COLS} FROM fact_versions WHERE "
                f"subject IN (SELECT unnest(?::VARCHAR[]))) SELECT {_VERSION_COLS} FROM k "
-               "WHERE tenant = ? AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?) AND "
-               "tt_from <= ? AND (tt_to IS NULL OR tt_to > ?) "
-               "ORDER BY subject, relation, vt_from, object")
-        return arrow.to_versions(self._query(sql, [list(subjects), tenant, vt, vt, at, at]))
+               f"WHERE tenant = ? AND {where} ORDER BY subject, relation, vt_from, object")
+        return arrow.to_versions(self._query(sql, [list(subjects), tenant, *params]))
 
     def fact_history(
         self, tenant: str, subject: str, relation: str | None = None

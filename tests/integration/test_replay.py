@@ -16,6 +16,9 @@ import pytest
 from memstack.builders import Defaults, EventBuilder
 from memstack.client import MemoryClient
 from memstack.jobs.sample import sample_conversation
+from memstack.operators.forget import ForgetRequest
+from memstack.operators.log import LogPosition
+from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.replay.bounds import (
     AtOffsets,
@@ -26,7 +29,6 @@ from memstack.pipelines.replay.bounds import (
     parse_point,
 )
 from memstack.pipelines.replay.errors import BadPointError
-from memstack.pipelines.replay.forget import ScopedRequest, ScopeForgetFilter
 from memstack.pipelines.replay.ordering import FIRST, PartitionLinker, Resequencer
 from memstack.pipelines.replay.progress import Progress, ProgressTracker
 from memstack.pipelines.replay.source import offsets_option, source_ddl
@@ -82,15 +84,19 @@ def test_source_ddl_is_bounded_by_explicit_offsets() -> None:
     assert "METADATA FROM 'offset'" in ddl and "METADATA FROM 'timestamp'" in ddl
 
 
+def _ledger(tenant: str, scope: ForgetScope) -> ForgetLedger:
+    at = LogPosition(datetime(2030, 1, 1, tzinfo=UTC), 0, 0)
+    return ForgetLedger([ForgetRequest("r1", tenant, scope, at)])
+
+
 def test_forget_scopes() -> None:
+    """The replay's ledger (the projector's ForgetFilter) applies the operators' scope rule."""
     fact = B.fact("s1", "user:ana", "lives_in", "Lisbon")
     msg = B.message("s2", "user", "hi", subject="user:bob")
-    f = ScopeForgetFilter((ScopedRequest("acme", ForgetScope(type="fact", subject="user:ana",
-                                                             relation="lives_in")),))
+    f = _ledger("acme", ForgetScope(type="fact", subject="user:ana", relation="lives_in"))
     assert f.covers(fact) and not f.covers(msg)
-    assert ScopeForgetFilter((ScopedRequest("acme", ForgetScope(type="session",
-                                                                session="s2")),)).covers(msg)
-    assert not ScopeForgetFilter((ScopedRequest("other", ForgetScope(type="tenant")),)).covers(msg)
+    assert _ledger("acme", ForgetScope(type="session", session="s2")).covers(msg)
+    assert not _ledger("other", ForgetScope(type="tenant")).covers(msg)
 
 
 # -- PyFlink against the broker -------------------------------------------------------------
