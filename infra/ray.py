@@ -14,28 +14,22 @@ local counts.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memstack.errors import ConfigError
+from memstack.infra.ray_paths import short_temp_dir
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 OBJECT_STORE_BYTES = 200 * 1024 * 1024
-MAX_TEMP_DIR_CHARS = 40
-"""Ray puts unix sockets under ``<temp>/session_<date>_<time>_<pid>/sockets/plasma_store`` (62
-more characters, 64 on a second node of one machine: ``plasma_store.1``): paths over 107 bytes
-fail, so a longer temp dir is replaced by a short one under the system temp dir."""
-
 _ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
@@ -108,16 +102,6 @@ def detect_gpus() -> int:
     except ImportError:
         return 0
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-
-
-def short_temp_dir(wanted: Path, *, always: bool = False) -> Path:
-    """``wanted`` if Ray's socket paths fit under it, else (or ``always``) a short stable dir
-    in /tmp named by a hash of ``wanted``."""
-    wanted = wanted.resolve()
-    if len(str(wanted)) <= MAX_TEMP_DIR_CHARS and not always:
-        return wanted
-    tag = hashlib.blake2b(str(wanted).encode(), digest_size=4).hexdigest()
-    return Path(tempfile.gettempdir()) / f"memstack-ray-{tag}"
 
 
 def _loopback_only() -> None:

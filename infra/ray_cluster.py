@@ -32,7 +32,7 @@ from pathlib import Path
 
 from memstack.infra.errors import RayClusterError
 from memstack.infra.process_groups import group_members
-from memstack.infra.ray import short_temp_dir
+from memstack.infra.ray_paths import short_temp_dir
 
 log = logging.getLogger(__name__)
 

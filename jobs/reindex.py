@@ -101,7 +101,7 @@ def _check_model(model: str, current: Path, target: Path) -> None:
 
 def main(model: str, *, into: Path | None = None, parallelism: int = 1,
          timeout_s: float = 600.0, settings: Settings | None = None) -> ReindexResult:
-    from memstack.jobs.service import find_service
+    from memstack.jobs.service_file import find_service
     from memstack.pipelines.embedding import ENCODER_ENV
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.replay.switch import current_stores
@@ -133,7 +133,8 @@ def main(model: str, *, into: Path | None = None, parallelism: int = 1,
 
 def _offsets_of(current: Path, settings: Settings) -> str:
     """The live stores' applied offsets as a replay stop point (``end`` when empty)."""
-    from memstack.pipelines.stores.bundle import DUCKDB_FILE, Stores
+    from memstack.pipelines.stores.bundle import Stores
+    from memstack.pipelines.stores.layout import DUCKDB_FILE
 
     if not (current / DUCKDB_FILE).exists():
         return "end"
@@ -152,7 +153,7 @@ def _replay(target: Path, stop: str, parallelism: int, settings: Settings) -> di
 
 
 def _switch_running(settings: Settings, target: Path, timeout_s: float) -> dict[str, Any]:
-    from memstack.jobs.service import service_file
+    from memstack.jobs.service_file import service_file
     from memstack.pipelines.replay.switch import switch_stores
 
     switch_stores(settings, target)

@@ -36,7 +36,7 @@ def forget_pending(settings: Settings, into: Path) -> list[str]:
     from memstack.pipelines.forgetting import ForgetLedger, ForgetProcessor, ForgetStores
     from memstack.pipelines.forgetting.lineage import KafkaLineage
     from memstack.pipelines.forgetting.processor import apply_pending
-    from memstack.pipelines.stores.bundle import DUCKDB_FILE
+    from memstack.pipelines.stores.layout import DUCKDB_FILE
 
     if not (into / DUCKDB_FILE).exists():
         return []

@@ -32,6 +32,7 @@ from memstack.jobs.run import (
     innermost,
     open_projector,
 )
+from memstack.jobs.service_file import service_file
 from memstack.jobs.service_switch import attach_switcher
 from memstack.pipelines.service.position import Position
 from memstack.settings import Settings
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SERVICE_FILE = "service.json"
 DEFAULT_PORT = 8765
 
 
@@ -62,21 +62,6 @@ class ServiceOptions:
     max_bytes: int = 4 * 1024 * 1024
     read_concurrency: int = 3
     search_concurrency: int = 1
-
-
-def service_file(settings: Settings) -> Path:
-    return settings.home / SERVICE_FILE
-
-
-def find_service(settings: Settings) -> dict[str, Any] | None:
-    """The running service's ``{"url", "pid"}`` from ``service.json`` (None: none running)."""
-    path = service_file(settings)
-    try:
-        found: dict[str, Any] = json.loads(path.read_text())
-        os.kill(int(found["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return found
 
 
 class _Server(uvicorn.Server):

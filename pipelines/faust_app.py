@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +27,15 @@ import faust
 from faust.types import TP, EventT, StreamT
 from kafka import TopicPartition
 
-from memstack.operators.log import LogPosition
 from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
+from memstack.pipelines.faust_records import AGENT_NAME, record_of
 from memstack.pipelines.forget_agent import declare_forget_agent
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome
 from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.live import LiveConfig, LiveProcessor
-from memstack.pipelines.log_reader import LogRecord, end_offsets, open_consumer
+from memstack.pipelines.log_reader import end_offsets, open_consumer
 from memstack.pipelines.session_state_projector import StatefulProjector, loop_runner
 from memstack.pipelines.session_state_table import (
     FaustTableSink,
@@ -49,9 +48,6 @@ from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 
-AGENT_NAME = "memstack-live-project"
-
-
 def faust_broker_url(bootstrap: str) -> str:
     """``host:port[,host:port]`` as Faust's ``kafka://host:port;kafka://host:port``."""
     return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server)
@@ -60,15 +56,6 @@ def faust_broker_url(bootstrap: str) -> str:
 def group_id(settings: Settings) -> str:
     """The consumer group (and Faust app id) of the live pipeline for one topic prefix."""
     return f"{settings.topic_prefix}-live"
-
-
-def record_of(message: Any) -> LogRecord:
-    """A Faust ``Message`` (raw key/value bytes) as the projector's :class:`LogRecord`."""
-    millis = round(float(message.timestamp) * 1000)  # Faust hands seconds; the log has millis
-    log_time = datetime.fromtimestamp(millis / 1000, UTC)
-    position = LogPosition(log_time, int(message.partition), int(message.offset))
-    return LogRecord(str(message.topic), message.key, message.value, position,
-                     int(message.timestamp_type))
 
 
 def probe_next_offset(bootstrap: str, topic: str, partition: int, offset: int,

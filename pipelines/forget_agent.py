@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from faust.types import StreamT
 from kafka.errors import KafkaError
 
+from memstack.pipelines.faust_records import AGENT_NAME, record_of
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome
 from memstack.pipelines.log_reader import LogRecord
@@ -33,8 +34,6 @@ worker stops and a restart applies it again."""
 
 def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
     """Forget requests are applied on the store thread, between two batches of events."""
-    from memstack.pipelines.faust_app import AGENT_NAME, record_of  # it imports this module
-
     ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
 

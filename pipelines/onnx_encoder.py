@@ -24,7 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from memstack.pipelines.embedding import MODEL_DIM, MODEL_NAME, EncoderUnavailableError, model_path
+from memstack.pipelines.encoder_model import (
+    MODEL_DIM,
+    MODEL_NAME,
+    EncoderUnavailableError,
+    model_path,
+)
 from memstack.pipelines.onnx_export import INPUTS, Precision, built_model
 from memstack.pipelines.stores.base import Vectors
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memstack.infra.cache import cache_root
-from memstack.pipelines.embedding import EncoderUnavailableError, model_path
+from memstack.pipelines.encoder_model import EncoderUnavailableError, model_path
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from memstack.jobs.bench.consolidate import Data, _config
+from memstack.jobs.bench.consolidate_data import Data, learner_config
 from memstack.jobs.measure import Report
 
 
@@ -43,7 +43,7 @@ def actor_throughput(data: Data, dim: int, batch: int, reps: int, device: str,
     try:
         gpu = device == "cuda" and gpu_available()
         # the same torch threads as the bare learner here (Ray would give the actor one)
-        actor = applier_class(1.0 if gpu else 0.0).remote(_config(dim), data.centre,
+        actor = applier_class(1.0 if gpu else 0.0).remote(learner_config(dim), data.centre,
                                                           "cuda" if gpu else "cpu",
                                                           torch.get_num_threads())
         ray.get(actor.apply_raw.remote(payloads[0]))  # warm-up: actor start, first batch

@@ -88,7 +88,7 @@ def query_of(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     query = query_of(args)
     if not args.url and not args.stores:
-        from memstack.jobs.service import find_service
+        from memstack.jobs.service_file import find_service
         from memstack.settings import Settings
 
         running = find_service(Settings.from_env())

@@ -28,8 +28,8 @@ from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.rebuild import rebuild
 from memstack.pipelines.replay.verify import Comparison, compare
-from memstack.pipelines.stores.bundle import DUCKDB_FILE, LANCE_DIR
 from memstack.pipelines.stores.lance_index import TABLE
+from memstack.pipelines.stores.layout import DUCKDB_FILE, LANCE_DIR
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -102,7 +102,8 @@ def _consolidate_all(data: Sequence[Stream], centre: torch.Tensor, tmp: Path, re
     plan's learners come back (as checkpoint bytes) for the context read-out."""
     import ray
 
-    from memstack.infra.ray import RayConfig, short_temp_dir, start_ray, stop_ray
+    from memstack.infra.ray import RayConfig, start_ray, stop_ray
+    from memstack.infra.ray_paths import short_temp_dir
     from memstack.operators.consolidation import checkpoint
     from memstack.pipelines.consolidation.actor import applier_class
 

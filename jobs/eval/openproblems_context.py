@@ -5,8 +5,8 @@ The conversations go through Kafka (a private broker on free loopback ports unle
 ``memstack eval locomo`` (messages, and session observations as notes). Each conversation is a
 session of tenant ``locomo``; its session state is built from what the stores hold for it (every
 text record, key = value = its stored vector, at its log time) and read through the real
-:class:`~memstack.view_state.SessionStateReader`; its consolidated turns are the learner the
-Ray actor streamed (:class:`~memstack.view_recall.RecalledTurns`).
+:class:`~memstack.view.state.SessionStateReader`; its consolidated turns are the learner the
+Ray actor streamed (:class:`~memstack.view.recall.RecalledTurns`).
 
 For every question, ``context(question, BUDGET, session=conversation)`` is assembled twice:
 ``without`` = the default sources, ``with`` = the default sources plus the state (share 0.15)
@@ -48,8 +48,8 @@ from memstack.schemas.events import Event
 from memstack.settings import Settings
 from memstack.view import MemoryView
 from memstack.view.context import ContextSource, default_sources
-from memstack.view_recall import RecalledTurns
-from memstack.view_state import DictSource, SessionStateReader, SessionStateSource
+from memstack.view.recall import RecalledTurns
+from memstack.view.state import DictSource, SessionStateReader, SessionStateSource
 
 BUDGET = 512
 

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from memstack.pipelines.service.position import Position
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
-    from memstack.view_recall import RecallAnswer, RecallReader
-    from memstack.view_state import SessionStateReader, SessionStateView
+    from memstack.view.recall import RecallAnswer, RecallReader
+    from memstack.view.state import SessionStateReader, SessionStateView
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +125,11 @@ class MemoryView:
         """The read-outs of the session state and the consolidated weights, when given."""
         extra: list[ContextSource] = []
         if self._state is not None:
-            from memstack.view_state import SessionStateSource
+            from memstack.view.state import SessionStateSource
 
             extra.append(SessionStateSource(self._state))
         if self._recall is not None:
-            from memstack.view_recall import RecalledFacts
+            from memstack.view.recall import RecalledFacts
 
             extra.append(RecalledFacts(self._recall))
         return extra

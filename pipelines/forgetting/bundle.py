@@ -17,8 +17,9 @@ from typing import Self
 from memstack.pipelines.forgetting.contract import Forgettable
 from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
 from memstack.pipelines.forgetting.lance_store import LanceForgetStore
-from memstack.pipelines.stores.bundle import DUCKDB_FILE, LANCE_DIR, Stores
+from memstack.pipelines.stores.bundle import Stores
 from memstack.pipelines.stores.lance_index import IndexPolicy
+from memstack.pipelines.stores.layout import DUCKDB_FILE, LANCE_DIR
 from memstack.schemas.rows import EMBEDDING_DIM
 
 APPLIED_FILE = "forget_applied.json"

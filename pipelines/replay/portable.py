@@ -95,7 +95,7 @@ def compare_stores(a: Stores, b: Stores, *, tenant: str | None = None,
 def compare_portable(a: Path, b: Path, *, tenant: str | None = None,
                      vectors: bool = True) -> Comparison:
     """:func:`compare_stores` over two stores directories, opened read-only."""
-    from memstack.pipelines.stores.bundle import DUCKDB_FILE
+    from memstack.pipelines.stores.layout import DUCKDB_FILE
 
     for directory in (a, b):
         if not (directory / DUCKDB_FILE).exists():

@@ -31,7 +31,7 @@ def current_stores(settings: Settings) -> Path:
 
 def switch_stores(settings: Settings, target: Path) -> Path:
     """Point ``current`` at ``target`` atomically; return the previous target."""
-    from memstack.pipelines.stores.bundle import DUCKDB_FILE
+    from memstack.pipelines.stores.layout import DUCKDB_FILE
 
     target = target.resolve()
     if not (target / DUCKDB_FILE).exists():

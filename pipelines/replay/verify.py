@@ -69,7 +69,8 @@ class Comparison:
 
 def store_hashes(directory: Path) -> dict[str, str]:
     """The per-store content hashes of the stores in ``directory`` (opened read-only)."""
-    from memstack.pipelines.stores.bundle import DUCKDB_FILE, Stores
+    from memstack.pipelines.stores.bundle import Stores
+    from memstack.pipelines.stores.layout import DUCKDB_FILE
 
     if not (directory / DUCKDB_FILE).exists():
         raise ReplayError(f"{directory} holds no stores (no {DUCKDB_FILE}); give a directory "
@@ -89,8 +90,8 @@ def compare(a: Path, b: Path) -> Comparison:
 def _memories(directory: Path) -> pa.Table:
     import lancedb
 
-    from memstack.pipelines.stores.bundle import LANCE_DIR
     from memstack.pipelines.stores.lance_index import TABLE
+    from memstack.pipelines.stores.layout import LANCE_DIR
 
     table: pa.Table = lancedb.connect(directory / LANCE_DIR).open_table(TABLE).to_arrow()
     return table.sort_by("memory_id").combine_chunks()

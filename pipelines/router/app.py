@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from memstack.pipelines.router.fanout import Coverage, Fanout, ShardsBehindError
 from memstack.pipelines.router.view import RoutedMemory
-from memstack.pipelines.serve import (
+from memstack.pipelines.service.deps import (
     After,
     Known,
     Relation,

@@ -14,8 +14,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from memstack.pipelines.serve import Tenant, authorized
 from memstack.pipelines.service.changes import FeedGoneError
+from memstack.pipelines.service.deps import Tenant, authorized
 from memstack.pipelines.service.live import LiveService
 from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.pipelines.service.writes import WriteRejectedError, parse_events

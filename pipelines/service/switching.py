@@ -45,7 +45,8 @@ from memstack.pipelines.log_reader import LogRecord, read_bounded
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.replay.portable import compare_reindexed
 from memstack.pipelines.replay.switch import CURRENT, current_stores, switch_stores
-from memstack.pipelines.stores.bundle import DUCKDB_FILE, Stores
+from memstack.pipelines.stores.bundle import Stores
+from memstack.pipelines.stores.layout import DUCKDB_FILE
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)

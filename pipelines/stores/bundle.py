@@ -14,14 +14,11 @@ from typing import Self
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.pipelines.stores.lance_index import IndexPolicy, LanceVectorIndex
+from memstack.pipelines.stores.layout import DUCKDB_FILE, LANCE_DIR
 from memstack.schemas.rows import EMBEDDING_DIM
 from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
-
-DUCKDB_FILE = "memstack.duckdb"
-LANCE_DIR = "lance"
-
 
 def stores_dir(settings: Settings, name: str | None = None) -> Path:
     """The directory of the stores called ``name`` under the settings' home; without a name,

@@ -12,7 +12,7 @@ from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
 from memstack.view import MemoryView
 from memstack.view.errors import InvalidQueryError
-from memstack.view_recall import RecalledFacts, RecallReader
+from memstack.view.recall import RecalledFacts, RecallReader
 from tests.consolidation.givens import Consolidated
 from tests.pipelines.helpers import at, builder, logged, year
 

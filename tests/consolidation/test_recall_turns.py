@@ -14,8 +14,8 @@ from memstack.operators.consolidation import FeatureConfig, LearnerConfig, Ridge
 from memstack.pipelines.embedding import MiniLMEncoder, shared_encoder
 from memstack.pipelines.stores.bundle import Stores
 from memstack.view import MemoryView
-from memstack.view_recall import RecalledTurns
-from memstack.view_state import DictSource, SessionStateReader
+from memstack.view.recall import RecalledTurns
+from memstack.view.state import DictSource, SessionStateReader
 from tests.view.givens import project, scenario
 
 

@@ -16,8 +16,9 @@ from memstack.infra.flink_cluster import (
     rest_get,
 )
 from memstack.infra.net import free_port_pair
-from memstack.infra.ray import RayConfig, _on_loopback, cluster_token, short_temp_dir
+from memstack.infra.ray import RayConfig, _on_loopback, cluster_token
 from memstack.infra.ray_cluster import NodeShape, RayCluster, RayClusterState, node_resource
+from memstack.infra.ray_paths import short_temp_dir
 from memstack.pipelines.replay.errors import FlinkClusterUnavailableError
 from memstack.pipelines.replay.flink_env import check_cluster
 from memstack.settings import Settings

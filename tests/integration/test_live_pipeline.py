@@ -26,7 +26,7 @@ from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event, EventKind, parse_event
 from memstack.settings import Settings
 from memstack.view import MemoryView
-from memstack.view_state import SessionStateReader
+from memstack.view.state import SessionStateReader
 
 MALFORMED = b'{"kind": "message", "payload": \xff truncated'
 SESSION = "s-dlq"

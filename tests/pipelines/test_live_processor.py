@@ -13,7 +13,8 @@ import pytest
 
 from memstack.operators.log import LogPosition
 from memstack.pipelines.contracts import DeadLetter, Plan
-from memstack.pipelines.faust_app import faust_broker_url, record_of
+from memstack.pipelines.faust_app import faust_broker_url
+from memstack.pipelines.faust_records import record_of
 from memstack.pipelines.live import LiveProcessor
 from memstack.pipelines.log_reader import LogRecord
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memstack.jobs.bench.consolidate import RELATIONS, _items_at_90, _texts
+from memstack.jobs.bench.consolidate import _items_at_90
+from memstack.jobs.bench.consolidate_data import RELATIONS, _texts
 
 
 def test_facts_are_a_fixed_shuffle_whose_smaller_runs_are_prefixes() -> None:

@@ -186,7 +186,8 @@ def test_stream_through_the_ray_actor_equals_the_joint_solve(tmp_path: object) -
 
     import ray
 
-    from memstack.infra.ray import RayConfig, short_temp_dir, start_ray, stop_ray
+    from memstack.infra.ray import RayConfig, start_ray, stop_ray
+    from memstack.infra.ray_paths import short_temp_dir
     from memstack.jobs.eval.openproblems_weights import consolidate_stream
     from memstack.jobs.measure import Report
     from memstack.pipelines.consolidation.actor import applier_class

@@ -1,0 +1,141 @@
+"""The import graph of the package, computed from the code (``ast``, no imports run).
+
+- no cycle between modules, counting imports inside functions too (only ``TYPE_CHECKING``
+  blocks are left out: they never run);
+- the mapped layers import downwards only: ``schemas`` -> ``operators`` -> ``pipelines`` ->
+  ``jobs`` (``infra`` sits beside ``operators``: it may use ``schemas``, never ``pipelines``
+  or ``jobs``).
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYER = {"schemas": 0, "operators": 1, "infra": 1, "pipelines": 2, "jobs": 3}
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package, by dotted name, as ``pyproject.toml`` maps the folders."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"]
+    out: dict[str, Path] = {}
+    for name, folder in mapping.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if "__pycache__" in parts:
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([name, *parts])] = path
+    return out
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _statements(node.orelse)
+            continue
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                yield from _statements([n for n in inner if isinstance(n, ast.stmt)]
+                                       + [s for h in inner if isinstance(h, ast.ExceptHandler)
+                                          for s in h.body])
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The package's modules ``path`` imports (``from pkg import submodule`` names the
+    submodule; anything else imported from a package names the package)."""
+    found: set[str] = set()
+    for node in _statements(ast.parse(path.read_text()).body):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & known
+            found |= subs
+            if len(subs) < len(node.names) and node.module in known:
+                found.add(node.module)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports_of(path, known) - {name} for name, path in mods.items()}
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(g):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(g[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYER else None
+
+
+def test_the_graph_finds_the_package_and_its_imports() -> None:
+    g = graph()
+    assert len(g) > 200
+    assert "memstack.pipelines.stores.duckdb_index" in g["memstack.pipelines.stores.bundle"]
+
+
+def test_cycles_are_found_when_there_are_some() -> None:
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(g) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(graph()) == []
+
+
+def test_layers_import_downwards() -> None:
+    upward = sorted(f"{m} -> {d}" for m, deps in graph().items() for d in deps
+                    if (lm := _layer(m)) is not None and (ld := _layer(d)) is not None
+                    and LAYER[ld] > LAYER[lm])
+    assert upward == []
