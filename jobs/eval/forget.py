@@ -38,9 +38,7 @@ from memstack.pipelines.forgetting import (
     KafkaLineage,
     rebuild_forgetting,
 )
-from memstack.pipelines.forgetting.duckdb_store import query
 from memstack.pipelines.forgetting.keys import rotate_before_request
-from memstack.pipelines.forgetting.lance_store import table_of
 from memstack.pipelines.forgetting.ledger import parse_request
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.schemas.events import Event, ForgetScope
@@ -218,7 +216,7 @@ def _finish(settings: Settings, keys: FileKeyStore, events: list[Event],
     report("replay through the ledger: %d applied, %d forgotten, %d shredded in %.1f s",
            rebuilt.applied, rebuilt.forgotten, rebuilt.shredded, rebuilt.seconds)
     with ForgetStores(replay) as r, ForgetStores(live) as lv:
-        ids = query(r.duckdb.index, "SELECT event_id FROM records UNION SELECT event_id FROM "
+        ids = r.duckdb.index.query("SELECT event_id FROM records UNION SELECT event_id FROM "
                     "fact_entries UNION SELECT source_event_id FROM fact_versions")
         present = set(ids.column(0).to_pylist())
         present |= {m.memory_id for m in r.stores.vectors.get([e.event_id for e in events])}
@@ -250,7 +248,7 @@ def _finish(settings: Settings, keys: FileKeyStore, events: list[Event],
 
 def _rows(stores: ForgetStores) -> list[tuple[str, str, str]]:
     """The memory rows without their embeddings (ids, text, tt), sorted."""
-    t = table_of(stores.lance.index).to_arrow().select(["memory_id", "text", "tt_from"])
+    t = stores.lance.index.lance_table.to_arrow().select(["memory_id", "text", "tt_from"])
     return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True))
 
 

@@ -127,12 +127,12 @@ def _utc(value: Any) -> datetime | None:
 
 def subjects(events: SqlReader, tenant: str) -> SubjectsAnswer:
     """The tenant's subjects, by name, and its known-time range."""
-    rows = events._query(_SUBJECTS_SQL, [tenant, tenant]).to_pylist()
+    rows = events.query(_SUBJECTS_SQL, [tenant, tenant]).to_pylist()
     found = [SubjectSummary(r["subject"], int(r["relations"]), int(r["versions"]),
                             int(r["current"]), int(r["records"]),
                             r["first_known"].astimezone(UTC), r["last_known"].astimezone(UTC))
              for r in rows[:MAX_SUBJECTS]]
-    span = events._query(_RANGE_SQL, [tenant, tenant]).to_pylist()[0]
+    span = events.query(_RANGE_SQL, [tenant, tenant]).to_pylist()[0]
     return SubjectsAnswer(found, _utc(span["known_from"]), _utc(span["known_to"]),
                           truncated=len(rows) > MAX_SUBJECTS)
 
@@ -152,7 +152,7 @@ def provenance(stores: Stores, tenant: str, event_id: str) -> Provenance | None:
     if owner is None or owner != tenant:
         return None  # another tenant's event is reported exactly like a missing one
     log, kind, fact = _logged(record, entry)
-    versions = arrow.to_versions(events._query(
+    versions = arrow.to_versions(events.query(
         f"SELECT {_VERSIONS} FROM fact_versions WHERE tenant = ? AND (source_event_id = ? OR "
         "closed_by_event_id = ? OR (tt_from_partition = ? AND tt_from_offset = ?)) "
         "ORDER BY tt_from, tt_from_partition, tt_from_offset, relation, vt_from, object",
@@ -170,7 +170,7 @@ def provenance(stores: Stores, tenant: str, event_id: str) -> Provenance | None:
 
 
 def _entry(events: SqlReader, event_id: str) -> dict[str, Any] | None:
-    rows = events._query("SELECT * FROM fact_entries WHERE event_id = ?",
+    rows = events.query("SELECT * FROM fact_entries WHERE event_id = ?",
                          [event_id]).to_pylist()
     return rows[0] if rows else None
 

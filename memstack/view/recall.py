@@ -28,7 +28,6 @@ from memstack.operators.consolidation import FactCue, RidgeLearner
 from memstack.pipelines.consolidation.checkpoints import Manifest, all_groups
 from memstack.pipelines.consolidation.feed import Sharding
 from memstack.pipelines.embedding import Encoder
-from memstack.pipelines.forgetting.duckdb_store import query
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.view.errors import InvalidQueryError
 from memstack.view.types import ContextItem
@@ -74,7 +73,7 @@ class RecallReader:
         if isinstance(cue, FactCue):
             return cue
         text = cue.strip()
-        relations = query(self.events, "SELECT DISTINCT relation FROM fact_versions WHERE "
+        relations = self.events.query("SELECT DISTINCT relation FROM fact_versions WHERE "
                           "tenant = ?", [tenant]).column(0).to_pylist()
         for relation in sorted(relations, key=len, reverse=True):
             if text.endswith(" " + relation) and text[: -len(relation) - 1].strip():
@@ -90,7 +89,7 @@ class RecallReader:
         if known is not None:
             sql += " AND tt_from <= ?"
             params.append(known)
-        return sorted(query(self.events, sql + " ORDER BY object", params).column(0).to_pylist())
+        return sorted(self.events.query(sql + " ORDER BY object", params).column(0).to_pylist())
 
     def manifest(self, shard: str, known: datetime | None) -> Manifest | None:
         """The newest checkpoint of any actor group that holds ``shard`` as of ``known``."""

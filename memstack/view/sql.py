@@ -1,8 +1,8 @@
 """Reads the store interface has no primitive for yet, as SQL on the event index's read cursor.
 
 ``DuckDBEventIndex`` runs every read on its own cursor (an MVCC snapshot), so these are safe in
-the writer process while batches commit. They go through the index's private ``_query``;
-the primitive the store should expose instead is named in docs/queries.md ("Store requests").
+the writer process while batches commit. They go through the index's read interface,
+``query(sql, params)`` (:class:`SqlReader`).
 
 Facts as known at a :class:`LogCut`: the versions of one fact key ``(tenant, subject,
 relation)`` are a function of that key's entries only, in transaction-time order. So a cut is
@@ -31,7 +31,7 @@ _COLS = ", ".join(f"v.{q(n)}" for n in FACT_VERSIONS.names)
 
 
 class SqlReader(Protocol):
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table: ...
+    def query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table: ...
 
 
 def _firsts(tenant: str, cut: LogCut, subject: str | None,
@@ -56,7 +56,7 @@ def first_unknown(events: SqlReader, tenant: str, cut: LogCut, subject: str | No
     """Per fact key of ``tenant``, the position of its earliest entry outside ``cut``."""
     sql, params = _firsts(tenant, cut, subject, relation)
     out: dict[tuple[str, str], LogPosition] = {}
-    for row in events._query(sql, params).to_pylist():
+    for row in events.query(sql, params).to_pylist():
         out[(row["subject"], row["relation"])] = LogPosition(
             row["f_tt"].astimezone(UTC), int(row["f_p"]), int(row["f_o"]))
     return out
@@ -79,4 +79,4 @@ def facts_at_cut(events: SqlReader, tenant: str, cut: LogCut, vt: datetime,
             sql.append(f"AND v.{column} = ?")
             params.append(value)
     sql.append("ORDER BY v.subject, v.relation, v.vt_from, v.object")
-    return arrow.to_versions(events._query(" ".join(sql), params))
+    return arrow.to_versions(events.query(" ".join(sql), params))

@@ -27,7 +27,6 @@ from memstack.pipelines.consolidation.feed import (
     feed_items,
     write_item,
 )
-from memstack.pipelines.forgetting.duckdb_store import query
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.bundle import Stores
 from memstack.settings import Settings
@@ -113,7 +112,7 @@ class FeedProducer:
 
 def current_versions(stores: Stores) -> Iterable[FactVersion]:
     """Every current, open-ended fact version of every tenant, in transaction-time order."""
-    table = query(stores.events, "SELECT * FROM fact_versions WHERE tt_to IS NULL AND vt_to IS "
+    table = stores.events.query("SELECT * FROM fact_versions WHERE tt_to IS NULL AND vt_to IS "
                   "NULL ORDER BY tt_from, tt_from_partition, tt_from_offset, version_id")
     return arrow.to_versions(table)
 

@@ -12,13 +12,10 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from memstack.operators.forget import Tombstones
 from memstack.pipelines.forgetting.contract import (
@@ -35,21 +32,6 @@ NAME = "duckdb"
 _US = timedelta(microseconds=1)
 MAX_AS_OF_TIMES = 16
 """As-of probes per audit, spread over the known times (the id checks cover every row)."""
-
-
-def connection(index: DuckDBEventIndex) -> duckdb.DuckDBPyConnection:
-    """The index's connection (the index exposes none yet; see docs/forget.md wiring)."""
-    con: duckdb.DuckDBPyConnection = index._con  # no public handle yet
-    return con
-
-
-def query(index: DuckDBEventIndex, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-    cur = connection(index).cursor()
-    try:
-        table: pa.Table = cur.sql(sql, params=list(params)).to_arrow_table()
-        return table
-    finally:
-        cur.close()
 
 
 class DuckDBForgetStore:
@@ -77,7 +59,7 @@ class DuckDBForgetStore:
         before = self.index.counts()
         if targets.fact_mutations:
             self.index.apply(list(targets.fact_mutations), {}, topic="")
-        con = connection(self.index)
+        con = self.index.connection
         con.begin()
         try:
             for table, column in (("records", "event_id"), ("fact_entries", "event_id"),
@@ -93,7 +75,7 @@ class DuckDBForgetStore:
 
     def purge(self, probes: list[bytes]) -> dict[str, float]:
         """CHECKPOINT; scan the file for the probes; compact into a fresh file."""
-        connection(self.index).execute("CHECKPOINT")
+        self.index.connection.execute("CHECKPOINT")
         clean = not files_containing([str(self.path)], probes)
         out = {"checkpoint_clean": float(clean), "compacted": 0.0}
         if self._compact:
@@ -126,7 +108,7 @@ class DuckDBForgetStore:
     def residuals(self, probe: AuditProbe) -> list[Residual]:
         ids = sorted(probe.event_ids)
         out: list[Residual] = []
-        rows = query(self.index, (
+        rows = self.index.query((
             "SELECT 'records' AS t, count(*) AS n FROM records WHERE event_id IN (SELECT unnest(?))"
             " UNION ALL SELECT 'fact_entries', count(*) FROM fact_entries WHERE event_id IN "
             "(SELECT unnest(?)) UNION ALL SELECT 'fact_versions', count(*) FROM fact_versions "
@@ -145,7 +127,7 @@ class DuckDBForgetStore:
         if not probe.texts:
             return []
         texts = list(probe.texts)
-        n = query(self.index, (
+        n = self.index.query((
             "SELECT (SELECT count(*) FROM records WHERE text IN (SELECT unnest(?))) + "
             "(SELECT count(*) FROM fact_versions WHERE object IN (SELECT unnest(?))) AS n"),
             [texts, texts]).column("n")[0].as_py()

@@ -15,7 +15,6 @@ import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import lancedb
 import numpy as np
@@ -36,11 +35,6 @@ NAME = "lancedb"
 MAX_SEARCHED_TEXTS = 64
 """Search checks per audit (each text costs a full-text and a vector query); the id, value and
 file-byte checks cover every text."""
-
-
-def table_of(index: LanceVectorIndex) -> Any:
-    """The index's LanceDB table (the index exposes none yet; see docs/forget.md wiring)."""
-    return index._table  # no public handle yet
 
 
 def id_filter(ids: list[str]) -> str:
@@ -67,7 +61,7 @@ class LanceForgetStore:
         return ForgetReport(NAME, deleted, physical)
 
     def erase(self, targets: Tombstones) -> int:
-        table = table_of(self.index)
+        table = self.index.lance_table
         ids = sorted(targets.event_ids)
         present = 0
         for chunk in _chunks(ids, 500):
@@ -80,7 +74,7 @@ class LanceForgetStore:
 
     def purge(self) -> dict[str, float]:
         """Rewrite the surviving rows, rebuild indexes, drop tags and every older version."""
-        table = table_of(self.index)
+        table = self.index.lance_table
         t = time.monotonic()
         survivors = table.to_arrow()
         table.add(survivors, mode="overwrite")
@@ -97,7 +91,7 @@ class LanceForgetStore:
 
     def residuals(self, probe: AuditProbe) -> list[Residual]:
         out: list[Residual] = []
-        table = table_of(self.index)
+        table = self.index.lance_table
         ids = sorted(probe.event_ids)
         rows = sum(int(table.count_rows(id_filter(c))) for c in _chunks(ids, 500))
         if rows:
@@ -111,7 +105,7 @@ class LanceForgetStore:
 
     def _old_versions(self, ids: list[str]) -> list[Residual]:
         """Open each older version (and tag) read-only; any forgotten row there is readable."""
-        table = table_of(self.index)
+        table = self.index.lance_table
         versions = [int(v["version"]) for v in table.list_versions()]
         tags = list(table.tags.list())
         older = [v for v in versions if v != table.version]

@@ -30,9 +30,8 @@ from memstack.pipelines.forgetting.contract import (
     ForgetsFirst,
     Forgettable,
 )
-from memstack.pipelines.forgetting.duckdb_store import query
 from memstack.pipelines.forgetting.keys import destroy_for
-from memstack.pipelines.forgetting.lance_store import MAX_SEARCHED_TEXTS, table_of
+from memstack.pipelines.forgetting.lance_store import MAX_SEARCHED_TEXTS
 from memstack.pipelines.forgetting.lineage import KafkaLineage, Lineage
 from memstack.pipelines.forgetting.resolve import Resolved, resolve
 from memstack.pipelines.stores.lance_index import quote
@@ -142,7 +141,7 @@ def shared_texts(stores: ForgetStores, texts: Sequence[str], ids: frozenset[str]
     if not texts:
         return set()
     wanted, gone = list(texts), sorted(ids)
-    table = query(stores.duckdb.index, (
+    table = stores.duckdb.index.query((
         "WITH p AS (SELECT unnest(?) AS t), g AS (SELECT unnest(?) AS id), "
         "s AS (SELECT text AS v FROM records WHERE text IS NOT NULL AND event_id NOT IN "
         "(SELECT id FROM g) UNION ALL SELECT payload_json FROM records WHERE event_id NOT IN "
@@ -150,7 +149,7 @@ def shared_texts(stores: ForgetStores, texts: Sequence[str], ids: frozenset[str]
         "AND event_id NOT IN (SELECT id FROM g)) "
         "SELECT DISTINCT p.t FROM p JOIN s ON contains(s.v, p.t)"), [wanted, gone])
     shared = {t for t in table.column(0).to_pylist() if t}
-    lance = table_of(stores.lance.index)
+    lance = stores.lance.index.lance_table
     for i in range(0, len(wanted), 200):
         chunk = wanted[i:i + 200]
         where = f"text IN ({', '.join(quote(t) for t in chunk)})"

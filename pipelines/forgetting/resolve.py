@@ -20,8 +20,6 @@ from memstack.operators.forget import ForgetRequest, Subject, Tombstones
 from memstack.operators.mutations import FactEntry, Mutation
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
-from memstack.pipelines.forgetting.duckdb_store import query
-from memstack.pipelines.forgetting.lance_store import table_of
 from memstack.pipelines.forgetting.lineage import Lineage
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
@@ -100,7 +98,7 @@ def _records(events: DuckDBEventIndex, request: ForgetRequest) -> list[dict[str,
         return []  # fact events make no records
     where, params = _scope_sql(request)
     sql = f"SELECT event_id, tenant, session, subject, tt FROM records WHERE {where}"
-    rows: list[dict[str, Any]] = arrow._dicts(query(events, sql, params))
+    rows: list[dict[str, Any]] = arrow._dicts(events.query(sql, params))
     return rows
 
 
@@ -112,7 +110,7 @@ def _memories(vectors: LanceVectorIndex, request: ForgetRequest) -> list[dict[st
     field = {"event": "event_id", "session": "session", "subject": "subject"}.get(s.type)
     if field is not None:
         where += f" AND {field} = {quote(getattr(s, field) or '')}"
-    table = table_of(vectors)
+    table = vectors.lance_table
     cols = ["event_id", "tenant", "session", "subject", "tt_from"]
     limit = max(1, int(table.count_rows()))
     found = table.search().where(where).select(cols).limit(limit).to_arrow()
@@ -128,13 +126,13 @@ def _fact_entries(events: DuckDBEventIndex, request: ForgetRequest,
     elif request.scope.type == "event":
         wanted = sorted(ids | {request.scope.event_id or ""})
         where, params = "event_id IN (SELECT unnest(?))", [wanted]
-    return arrow.to_entries(query(events, f"SELECT * FROM fact_entries WHERE {where}", params))
+    return arrow.to_entries(events.query(f"SELECT * FROM fact_entries WHERE {where}", params))
 
 
 def _texts_of(events: DuckDBEventIndex, vectors: LanceVectorIndex, ids: set[str]) -> list[str]:
     if not ids:
         return []
-    table = query(events, "SELECT text FROM records WHERE event_id IN (SELECT unnest(?)) AND "
+    table = events.query("SELECT text FROM records WHERE event_id IN (SELECT unnest(?)) AND "
                   "text IS NOT NULL ORDER BY event_id", [sorted(ids)])
     texts = [t for t in table.column("text").to_pylist() if t]
     texts += [r.text for r in vectors.get(ids)]

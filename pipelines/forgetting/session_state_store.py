@@ -46,8 +46,7 @@ from memstack.operators.state_keys import N_HEADS, fact_texts, turn_texts
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.bundle import ForgetStores
 from memstack.pipelines.forgetting.contract import AuditProbe, ForgetReport, Residual
-from memstack.pipelines.forgetting.duckdb_store import query
-from memstack.pipelines.forgetting.lance_store import id_filter, table_of
+from memstack.pipelines.forgetting.lance_store import id_filter
 from memstack.pipelines.forgetting.lineage import Lineage, LogEntry
 from memstack.pipelines.session_state_table import (
     KafkaSink,
@@ -103,7 +102,7 @@ class StoreItems:
     def sessions_of(self, tenant: str, ids: Iterable[str]) -> set[str]:
         """The sessions of the events ``ids`` (records, else the log's envelopes)."""
         wanted = sorted(set(ids))
-        table = query(self.events(), "SELECT DISTINCT session FROM records WHERE tenant = ? "
+        table = self.events().query("SELECT DISTINCT session FROM records WHERE tenant = ? "
                       "AND event_id IN (SELECT unnest(?))", [tenant, wanted])
         found = {s for s in table.column(0).to_pylist() if s is not None}
         envelopes = self._envelopes(tenant)
@@ -118,7 +117,7 @@ class StoreItems:
     def _turns(self, tenant: str, column: str, values: Sequence[str]) -> list[StateItem]:
         if not values:
             return []
-        rows = arrow._dicts(query(self.events(), (
+        rows = arrow._dicts(self.events().query((
             'SELECT event_id, session, "partition", "offset", tt, text FROM records '
             f"WHERE tenant = ? AND text IS NOT NULL AND {column} IN (SELECT unnest(?))"),
             [tenant, list(values)]))
@@ -130,7 +129,7 @@ class StoreItems:
     def _stored_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         if self.vectors is None:
             return {}
-        table = table_of(self.vectors())
+        table = self.vectors().lance_table
         out: dict[str, npt.NDArray[np.float32]] = {}
         for start in range(0, len(ids), 500):  # keeps the filter's IN list short
             chunk = list(ids[start:start + 500])
@@ -145,7 +144,7 @@ class StoreItems:
                envelopes: Mapping[str, LogEntry]) -> tuple[list[StateItem], int]:
         if not ids:
             return [], 0
-        entries = arrow.to_entries(query(self.events(), (
+        entries = arrow.to_entries(self.events().query((
             "SELECT * FROM fact_entries WHERE tenant = ? AND op = 'assert' "
             "AND event_id IN (SELECT unnest(?))"), [tenant, list(ids)]))
         items, unplaced = [], 0

@@ -77,7 +77,7 @@ class ShardReader:
                 sql.append(f"AND {column} = ?")
                 params.append(value)
         sql.append("ORDER BY tt, tt_partition, tt_offset, event_id")
-        return arrow.to_entries(stores.events._query(" ".join(sql), params))
+        return arrow.to_entries(stores.events.query(" ".join(sql), params))
 
     def rows(self, stores: Stores, tenant: str, ids: Sequence[str]) -> list[MemoryRow]:
         return [r for r in stores.vectors.get(ids) if r.tenant == tenant]

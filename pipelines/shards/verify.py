@@ -35,7 +35,7 @@ def sharded_hashes(root: Path) -> dict[str, str]:
     for partition in shard_partitions(root):
         with Stores.open(shard_dir(root, partition), read_only=True) as stores:
             for table in UNION_TABLES:
-                parts[table].append(stores.events._query(f"SELECT * FROM {q(table)}"))
+                parts[table].append(stores.events.query(f"SELECT * FROM {q(table)}"))
             parts[TABLE].append(stores.vectors.scan())
     out = {t: arrow.table_hash(pa.concat_tables(ts), PRIMARY_KEYS[t])
            for t, ts in parts.items() if ts}

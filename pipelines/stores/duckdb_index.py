@@ -130,6 +130,12 @@ class DuckDBEventIndex:
         log.info("opened DuckDB index %s (read_only=%s)", self._path, read_only)
 
     @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The file's connection, for the forget store's erasure (deletes, ``CHECKPOINT``)
+        under the stores' one-writer rule; reads go through :meth:`query`."""
+        return self._con
+
+    @property
     def path(self) -> Path:
         return self._path
 
@@ -241,18 +247,21 @@ class DuckDBEventIndex:
             self._local.cursor = cur
         return cur
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        """Read SQL over the event tables (``records``, ``fact_entries``, ``fact_versions``,
+        ``offsets``) as an Arrow table, on this thread's cursor: the read side (view, catalog,
+        recall, forget resolution and audit) asks its own questions through this."""
         with translated("query", str(self._path)):
             return self._cursor().sql(sql, params=list(params)).to_arrow_table()
 
     def applied_offsets(self, topic: str) -> dict[int, int]:
-        table = self._query(
+        table = self.query(
             'SELECT "partition", next_offset FROM offsets WHERE topic = ?', [topic])
         return dict(zip(table.column("partition").to_pylist(),
                         table.column("next_offset").to_pylist(), strict=True))
 
     def record(self, event_id: str) -> RecordRow | None:
-        rows = arrow.to_records(self._query("SELECT * FROM records WHERE event_id = ?",
+        rows = arrow.to_records(self.query("SELECT * FROM records WHERE event_id = ?",
                                             [event_id]))
         return rows[0] if rows else None
 
@@ -269,14 +278,14 @@ class DuckDBEventIndex:
         sql.append('ORDER BY tt, "partition", "offset"')
         if limit is not None:
             sql.append(f"LIMIT {int(limit)}")
-        return arrow.to_records(self._query(" ".join(sql), params))
+        return arrow.to_records(self.query(" ".join(sql), params))
 
     def fact_entries(self, keys: Iterable[FactKey]) -> dict[FactKey, list[FactEntry]]:
         wanted = sorted(set(keys))
         out: dict[FactKey, list[FactEntry]] = {k: [] for k in wanted}
         if not wanted:
             return out
-        table = self._query(
+        table = self.query(
             "SELECT e.* FROM fact_entries e JOIN (SELECT unnest(?) AS tenant, unnest(?) AS "
             "subject, unnest(?) AS relation) k USING (tenant, subject, relation) "
             'ORDER BY e.tt, e.tt_partition, e.tt_offset, e.event_id',
@@ -307,7 +316,7 @@ class DuckDBEventIndex:
             sql.append("AND relation = ?")
             params.append(relation)
         sql.append("ORDER BY subject, relation, vt_from, object")
-        return arrow.to_versions(self._query(" ".join(sql), params))
+        return arrow.to_versions(self.query(" ".join(sql), params))
 
     def facts_as_of_subjects(
         self, tenant: str, subjects: Sequence[str], *, vt: datetime | None = None,
@@ -321,7 +330,7 @@ class DuckDBEventIndex:
         sql = (f"WITH k AS MATERIALIZED (SELECT {_VERSION_COLS} FROM fact_versions WHERE "
                f"subject IN (SELECT unnest(?::VARCHAR[]))) SELECT {_VERSION_COLS} FROM k "
                f"WHERE tenant = ? AND {where} ORDER BY subject, relation, vt_from, object")
-        return arrow.to_versions(self._query(sql, [list(subjects), tenant, *params]))
+        return arrow.to_versions(self.query(sql, [list(subjects), tenant, *params]))
 
     def fact_history(
         self, tenant: str, subject: str, relation: str | None = None
@@ -333,21 +342,21 @@ class DuckDBEventIndex:
             sql += " AND relation = ?"
             params.append(relation)
         sql += " ORDER BY relation, tt_from, tt_from_partition, tt_from_offset, vt_from, object"
-        return arrow.to_versions(self._query(sql, params))
+        return arrow.to_versions(self.query(sql, params))
 
     def counts(self) -> dict[str, int]:
-        return {t: int(self._query(f"SELECT count(*) AS n FROM {q(t)}").column(0)[0].as_py())
+        return {t: int(self.query(f"SELECT count(*) AS n FROM {q(t)}").column(0)[0].as_py())
                 for t in EVENT_TABLES}
 
     def table(self, name: str) -> pa.Table:
         """Every row of one of :data:`EVENT_TABLES` (for comparisons across deployments)."""
         if name not in EVENT_TABLES:
             raise ValueError(f"no table {name!r}; one of {sorted(EVENT_TABLES)}")
-        return self._query(f"SELECT * FROM {q(name)}")
+        return self.query(f"SELECT * FROM {q(name)}")
 
     def content_hashes(self) -> dict[str, str]:
         """Per table, a hash of its content (see :func:`arrow.table_hash`)."""
-        return {t: arrow.table_hash(self._query(f"SELECT * FROM {q(t)}"), PRIMARY_KEYS[t])
+        return {t: arrow.table_hash(self.query(f"SELECT * FROM {q(t)}"), PRIMARY_KEYS[t])
                 for t in EVENT_TABLES}
 
     def content_hash(self) -> str:

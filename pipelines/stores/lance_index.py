@@ -126,6 +126,12 @@ class LanceVectorIndex:
     def version(self) -> int:
         return int(self._table.version)
 
+    @property
+    def lance_table(self) -> Any:
+        """The LanceDB table of ``memories``, for the forget store's erasure and audit and for
+        scans of whole rows (the forget resolution, the session-state forget)."""
+        return self._table
+
     # -- writes --------------------------------------------------------------------------
 
     def merge(self, rows: Sequence[MemoryRow], vectors: Vectors, *,

@@ -9,8 +9,8 @@ from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import PutMemory
 from memstack.pipelines.embedding import Encoder
-from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore, query
-from memstack.pipelines.forgetting.lance_store import LanceForgetStore, table_of
+from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
+from memstack.pipelines.forgetting.lance_store import LanceForgetStore
 from memstack.pipelines.stores.lance_index import IndexPolicy, quote
 
 
@@ -23,7 +23,7 @@ class DuckDBUnderTest:
 
     def visible_ids(self, tenant: str) -> set[str]:
         ids = {r.event_id for r in self.store.index.records(tenant)}
-        table = query(self.store.index, "SELECT event_id FROM fact_entries WHERE tenant = ? "
+        table = self.store.index.query("SELECT event_id FROM fact_entries WHERE tenant = ? "
                       "UNION SELECT source_event_id FROM fact_versions WHERE tenant = ?",
                       [tenant, tenant])
         return ids | set(table.column(0).to_pylist())
@@ -48,7 +48,7 @@ class LanceUnderTest:
             self.store.index.merge(rows, self.encoder.encode([r.text for r in rows]))
 
     def visible_ids(self, tenant: str) -> set[str]:
-        table = table_of(self.store.index)
+        table = self.store.index.lance_table
         n = max(1, int(table.count_rows()))
         found = table.search().where(f"tenant = {quote(tenant)}").select(["event_id"]) \
             .limit(n).to_arrow()

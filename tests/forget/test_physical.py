@@ -8,7 +8,6 @@ from memstack.operators.forget import resolve_events
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting.contract import AuditProbe, files_containing
 from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
-from memstack.pipelines.forgetting.lance_store import table_of
 from tests.forget.givens import event_request, memory
 from tests.forget.stores import DuckDBUnderTest, LanceUnderTest
 
@@ -37,7 +36,7 @@ def test_lance_delete_leaves_old_versions_and_bytes_the_purge_removes_them(
     events = memory()
     sut = LanceUnderTest(tmp_path / "lance", minilm)
     sut.load(events)
-    table = table_of(sut.store.index)
+    table = sut.store.index.lance_table
     table.tags.create("before-forget", table.version)
     targets = resolve_events(event_request(events[1]), events)
     probe = AuditProbe.of(targets)

@@ -142,7 +142,7 @@ def test_facts_by_subject_use_the_subject_index_and_stay_in_their_tenant(
             assert [v.object for v in index.facts_as_of(tenant, subject="ana")] == [city]
             assert [v.object for v in index.fact_history(tenant, "ana", "lives_in")] == [city]
         sql = by_subject("fact_versions", "*") + "SELECT * FROM k WHERE tenant = ?"
-        plan = index._query("EXPLAIN ANALYZE " + sql, ["ana", "acme"]).to_pylist()
+        plan = index.query("EXPLAIN ANALYZE " + sql, ["ana", "acme"]).to_pylist()
         assert "Index Scan" in "\n".join(str(row) for row in plan)
     finally:
         index.close()
