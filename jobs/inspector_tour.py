@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memstack.errors import MemstackError
+
 log = logging.getLogger(__name__)
 
 CHROMIUM_ENV = "MEMSTACK_CHROMIUM"
@@ -25,7 +27,7 @@ SHOTS_ENV = "MEMSTACK_UI_SHOTS"
 """Where the screenshots go (default ``out/ui`` under the working directory)."""
 
 
-class BrowserUnavailableError(RuntimeError):
+class BrowserUnavailableError(MemstackError, RuntimeError):
     """Playwright or Chromium is missing: the tour cannot run here."""
 
 

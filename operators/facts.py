@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memstack.errors import MemstackError
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.operators.mutations import (
     DeleteFactEntry,
@@ -40,7 +41,7 @@ EntryLoader = Callable[[FactKey], Iterable[FactEntry]]
 """Reads the stored entries of one key (from a sink) to seed its state."""
 
 
-class NotAFactEventError(ValueError):
+class NotAFactEventError(MemstackError, ValueError):
     """The event is not a fact_asserted / fact_retracted event; route it to another operator."""
 
 

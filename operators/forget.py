@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memstack.errors import MemstackError
 from memstack.operators.facts import FactOperator, fact_entry
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.operators.mutations import FactEntry, Mutation
@@ -37,7 +38,7 @@ KEY_SCOPES = frozenset({"session", "subject", "tenant"})
 than a key and rely on the ledger filter."""
 
 
-class NotAForgetRequestError(ValueError):
+class NotAForgetRequestError(MemstackError, ValueError):
     """The event is not a forget_requested event; only those go to ``<prefix>.forget``."""
 
 

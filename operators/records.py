@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
+from memstack.errors import MemstackError
 from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import MemoryRow, Mutation, PutMemory, PutRecord, RecordRow
 from memstack.schemas.events import TEXT_KINDS, Event
@@ -17,7 +18,7 @@ from memstack.schemas.events import TEXT_KINDS, Event
 log = logging.getLogger(__name__)
 
 
-class NotARecordEventError(ValueError):
+class NotARecordEventError(MemstackError, ValueError):
     """The event's kind is not a record kind; route facts and forget requests elsewhere."""
 
 

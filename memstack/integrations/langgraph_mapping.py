@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
+from memstack.errors import MemstackError
+
 PREFIX = "lg"
 NO_LABEL = "-"
 
 
-class NamespaceError(ValueError):
+class NamespaceError(MemstackError, ValueError):
     """A namespace memstack cannot map: give ``(tenant, subject)`` or
     ``(tenant, subject, label)``."""
 
