@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from memstack.keystore import KeyStore
 from memstack.operators.index import FACT_KINDS, IndexOperator
@@ -40,8 +41,21 @@ def fact_key(event: Event) -> FactKey | None:
     return None
 
 
+@dataclass
+class SkipStats:
+    """Events a projector read and did not apply: forgotten by the ledger, or shredded (their
+    data key destroyed)."""
+
+    forgotten: int = 0
+    shredded: int = 0
+
+
 class StoreProjector:
-    """The :class:`~memstack.pipelines.contracts.Projector` over a :class:`Stores` bundle."""
+    """The :class:`~memstack.pipelines.contracts.Projector` over a :class:`Stores` bundle.
+
+    The one forget filter of every projection (live, replay, rebuild): sealed records are
+    opened with ``keys``, shredded ones and events ``forgotten`` covers are not applied, and
+    the offsets still move past them (:attr:`skipped` counts them)."""
 
     def __init__(self, stores: Stores, encoder: Encoder, topic: str,
                  registry: RelationRegistry | None = None, *,
@@ -61,6 +75,7 @@ class StoreProjector:
         self._keys = keys
         self.forgotten = forgotten
         """The forget ledger: events it covers are never applied (live or replay)."""
+        self.skipped = SkipStats()
         self._applied = stores.events.applied_offsets(topic)
         self._reset_operator()
 
@@ -99,8 +114,10 @@ class StoreProjector:
                                        record.value, exc.rule, exc.field))
                 continue
             if isinstance(event, Shredded):
-                continue  # its data key was destroyed by a forget request: nothing to read
+                self.skipped.shredded += 1  # its data key was destroyed by a forget request
+                continue
             if self.forgotten is not None and self.forgotten.covers(event, pos.log_time):
+                self.skipped.forgotten += 1
                 continue
             events.append(LoggedEvent(event, pos))
         self._prefetch(events)

@@ -38,6 +38,10 @@ class RebuildResult:
     next_offsets: dict[int, int]
     seconds: float
     content_hash: str
+    forgotten: int = 0
+    """Events the forget ledger covers, read and not applied."""
+    shredded: int = 0
+    """Sealed events whose data key was destroyed, read and not applied."""
 
 
 def batches(records: Iterable[LogRecord], size: int) -> Iterator[list[LogRecord]]:
@@ -94,7 +98,8 @@ def rebuild(
         projector.close()
         result = RebuildResult(Path(into_dir), records, events, dead,
                                projector.applied_offsets(), time.monotonic() - began,
-                               stores.content_hash())
+                               stores.content_hash(), projector.skipped.forgotten,
+                               projector.skipped.shredded)
     log.info("rebuild done: %d records (%d events, %d dead) in %.1f s", records, events, dead,
              result.seconds)
     return result

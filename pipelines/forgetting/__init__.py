@@ -16,12 +16,12 @@ from memstack.pipelines.forgetting.lance_store import LanceForgetStore
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.forgetting.lineage import KafkaLineage, Lineage, StaticLineage
 from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor
-from memstack.pipelines.forgetting.projecting import ForgettingProjector, rebuild_forgetting
+from memstack.pipelines.forgetting.projecting import ForgettingRebuild, rebuild_forgetting
 from memstack.pipelines.forgetting.resolve import resolve
 
 __all__ = [
     "AuditProbe", "AuditReport", "DuckDBForgetStore", "ForgetLedger", "ForgetOutcome",
-    "ForgetProcessor", "ForgetReport", "ForgetStores", "Forgettable", "ForgettingProjector",
+    "ForgetProcessor", "ForgetReport", "ForgetStores", "Forgettable", "ForgettingRebuild",
     "KafkaLineage", "LanceForgetStore", "Lineage", "Residual", "StaticLineage", "audit",
     "rebuild_forgetting", "resolve",
 ]
