@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TextIO
 
 from memstack.errors import MemstackError
 
@@ -89,10 +89,6 @@ def json_stdout() -> Iterator[TextIO]:
     finally:
         stream.flush()
         stream.close()
-
-
-class Measurement(Protocol):
-    def __call__(self, quick: bool, report: Report) -> Result: ...
 
 
 def load(family: str, name: str) -> Callable[..., Result]:

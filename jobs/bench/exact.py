@@ -71,15 +71,6 @@ def tokenize(text: str, vocabulary: dict[str, int]) -> list[int]:
     return [vocabulary[w] for w in re.findall(r"[0-9a-z]+", text.lower()) if w in vocabulary]
 
 
-def token_matrix(texts: Sequence[str], vocabulary: dict[str, int]) -> npt.NDArray[np.int64]:
-    """Texts as a ``PAD``-padded token-id matrix (for small corpora and tests)."""
-    ids = [tokenize(t, vocabulary) for t in texts]
-    out = np.full((len(ids), max((len(i) for i in ids), default=0)), PAD, dtype=np.int64)
-    for row, terms in enumerate(ids):
-        out[row, :len(terms)] = terms
-    return out
-
-
 def exact_cosine(vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32],
                  allowed: BoolArray, n: int) -> IntArray:
     """The ``n`` allowed rows of highest cosine to ``query``, best first (ties: lower row)."""

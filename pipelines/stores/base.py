@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -152,9 +151,3 @@ class VectorIndex(Protocol):
     def content_hash(self) -> str: ...
 
     def close(self) -> None: ...
-
-
-def directory_of(path: Path) -> Path:
-    """``path`` as a directory that exists (created if missing)."""
-    path.mkdir(parents=True, exist_ok=True)
-    return path

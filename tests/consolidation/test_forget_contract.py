@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from memstack.operators.consolidation import RidgeLearner
-from memstack.operators.forget import resolve_events
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting.contract import AuditProbe
 from tests.consolidation.givens import Consolidated
 from tests.forget.contract import ForgetContract, Make, _forget
 from tests.forget.givens import event_request, memory, request
+from tests.forget.reference import resolve_events
 from tests.pipelines.helpers import builder, logged
 
 

@@ -4,7 +4,7 @@ A store's test module subclasses :class:`ForgetContract` and provides the ``make
 callable returning a fresh :class:`StoreUnderTest` (the store, plus how to load events into it
 through its own write path, what its queries show, and a content fingerprint). See
 docs/forget.md, "Adding a store". Targets come from the pure resolution
-(:func:`memstack.operators.forget.resolve_events`), so the suite needs no other store.
+(:func:`tests.forget.reference.resolve_events`), so the suite needs no other store.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from memstack.operators.forget import ForgetRequest, resolve_events
+from memstack.operators.forget import ForgetRequest
 from memstack.operators.log import LoggedEvent
 from memstack.pipelines.forgetting.contract import AuditProbe, Forgettable
 from tests.forget.givens import event_request, memory, request
+from tests.forget.reference import resolve_events
 
 
 class StoreUnderTest(Protocol):

@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstack.operators.forget import ForgetRequest, covered_ids
+from memstack.operators.forget import ForgetRequest
 from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.operators.mutations import PutMemory
@@ -26,6 +26,7 @@ from memstack.pipelines.stores.base import Vectors
 from memstack.pipelines.stores.lance_index import IndexPolicy
 from memstack.schemas.events import ForgetScope
 from memstack.schemas.ids import uuid7
+from tests.forget.reference import covered_ids
 from tests.pipelines.helpers import at, builder, logged
 
 TENANTS, SESSIONS, SUBJECTS = ("a", "b"), ("s1", "s2", "s3"), (None, "u1", "u2")

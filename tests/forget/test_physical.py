@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memstack.operators.forget import resolve_events
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting.contract import AuditProbe, files_containing
 from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
 from tests.forget.givens import event_request, memory
+from tests.forget.reference import resolve_events
 from tests.forget.stores import DuckDBUnderTest, LanceUnderTest
 
 SECRET = b"allergic to penicillin"

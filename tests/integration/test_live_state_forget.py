@@ -19,7 +19,6 @@ import pytest
 
 from memstack.client import MemoryClient
 from memstack.jobs.run import spawn_worker
-from memstack.operators.forget import covered_ids
 from memstack.operators.log import LoggedEvent
 from memstack.operators.state_codec import restore_sums
 from memstack.operators.state_keys import Head
@@ -36,6 +35,7 @@ from memstack.pipelines.session_state_table import (
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import parse_event
 from memstack.settings import Settings
+from tests.forget.reference import covered_ids
 from tests.integration.test_session_state_live import MemorySink
 
 EXACT = 1e-12

@@ -8,17 +8,26 @@ import random
 import numpy as np
 
 from memstack.jobs.bench.exact import (
+    PAD,
     ExactBM25,
     exact_cosine,
     recall_with_ties,
     rrf_top,
-    token_matrix,
     tokenize,
 )
 from memstack.view.fusion import BM25_WEIGHT, RRF_K, VECTOR_WEIGHT, Candidate, fuse
 
 VOCAB = {w: i for i, w in enumerate(["ana", "lives", "in", "porto", "lisbon", "cat"])}
 DOCS = ["Ana lives in Porto", "Porto Porto", "Lisbon cat", "cat"]
+
+
+def token_matrix(texts: list[str], vocabulary: dict[str, int]) -> np.ndarray:
+    """Texts as a ``PAD``-padded token-id matrix (small corpora)."""
+    ids = [tokenize(t, vocabulary) for t in texts]
+    out = np.full((len(ids), max((len(i) for i in ids), default=0)), PAD, dtype=np.int64)
+    for row, terms in enumerate(ids):
+        out[row, :len(terms)] = terms
+    return out
 
 
 def _bm25(tf: float, df: int, length: float, n: int, mean: float) -> float:
