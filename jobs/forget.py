@@ -38,10 +38,11 @@ class UnknownForgetRequestError(MemstackError):
 
 
 def request(settings: Settings, tenant: str, scope: ForgetScope, reason: str | None) -> Event:
-    """Rotate the scope's data keys (if this machine holds the key store), then emit."""
+    """Retire the scope's data keys (if this machine holds the key store), then emit."""
     if settings.keys_dir.exists():
-        destroyed = rotate_before_request(FileKeyStore(settings.keys_dir), tenant, scope)
-        log.info("destroyed %d data key(s) of the scope before emitting", len(destroyed))
+        retired = rotate_before_request(FileKeyStore(settings.keys_dir), tenant, scope)
+        log.info("retired %d data key(s) of the scope before emitting (the forget destroys "
+                 "them when it is applied)", len(retired))
     with MemoryClient(tenant, "memstack-cli", settings=settings, source="memstack-forget") as c:
         event = c.events.forget(scope, reason=reason)
         c.emit(event).get()

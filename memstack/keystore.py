@@ -6,8 +6,12 @@ that session, a subject forget the keys of that subject in every session and a t
 all of the tenant's keys, without touching anyone else's data. Event and fact-pattern forgets
 are narrower than a key; the forget ledger filters those (see docs/forget.md).
 
-``FileKeyStore`` keeps each key in its own file; destroying overwrites and unlinks it. A real
-KMS plugs in behind the same :class:`KeyStore` protocol.
+``FileKeyStore`` keeps each key in its own file; destroying overwrites and unlinks it. A key
+can also be **retired**: it stays readable (``get``) but no longer seals (``current`` makes a
+fresh one). A forget request retires its scope's keys before it is emitted and the forget
+processor destroys them when it applies the request, so a request that never reaches the log
+destroys nothing (the stores and the log stay in step). A real KMS plugs in behind the same
+:class:`KeyStore` protocol.
 """
 
 from __future__ import annotations
@@ -54,14 +58,24 @@ class KeyStore(Protocol):
 
     def destroy(self, tenant: str, session: str | None = None,
                 subject: str | None = None) -> list[str]:
-        """Destroy every key under the scope; return their ids."""
+        """Destroy every key under the scope (live or retired); return their ids."""
+        ...
+
+    def retire(self, tenant: str, session: str | None = None,
+               subject: str | None = None) -> list[str]:
+        """Stop sealing with the scope's live keys (they stay readable); return their ids."""
         ...
 
     def key_ids(self, tenant: str | None = None) -> list[str]: ...
 
 
+RETIRED = ".retired"
+"""The suffix of a retired key's file (renamed from ``.key``: readable, never sealing)."""
+
+
 class FileKeyStore:
-    """Keys as files under ``root/<tenant-hash>/<key-hash>.key`` (JSON: id, scope, key)."""
+    """Keys as files under ``root/<tenant-hash>/<key-hash>.key`` (JSON: id, scope, key); a
+    retired key's file ends in ``.retired`` instead."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -88,7 +102,13 @@ class FileKeyStore:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
-            return None
+            path = path.with_suffix(RETIRED)
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise KeyStoreError(f"unreadable key file {path}: {exc}") from exc
         except OSError as exc:
             raise KeyStoreError(f"unreadable key file {path}: {exc}") from exc
         if not raw.strip(b"\0"):
@@ -103,18 +123,35 @@ class FileKeyStore:
                 subject: str | None = None) -> list[str]:
         destroyed = []
         with self._lock:
-            for key_id, scope, _ in list(self._scan(tenant)):
+            for key_id, scope, _ in list(self._scan(tenant, retired=True)):
                 if scope.matches(tenant, session, subject):
-                    _shred(self._path(key_id, tenant))
+                    path = self._path(key_id, tenant)
+                    _shred(path)
+                    _shred(path.with_suffix(RETIRED))
                     destroyed.append(key_id)
             self._live = {s: v for s, v in self._live.items() if v[0] not in destroyed}
         return destroyed
+
+    def retire(self, tenant: str, session: str | None = None,
+               subject: str | None = None) -> list[str]:
+        retired = []
+        with self._lock:
+            for key_id, scope, _ in list(self._scan(tenant)):
+                if scope.matches(tenant, session, subject):
+                    path = self._path(key_id, tenant)
+                    try:
+                        os.replace(path, path.with_suffix(RETIRED))  # atomic: seals no more
+                    except FileNotFoundError:
+                        continue  # destroyed meanwhile
+                    retired.append(key_id)
+            self._live = {s: v for s, v in self._live.items() if v[0] not in retired}
+        return retired
 
     def key_ids(self, tenant: str | None = None) -> list[str]:
         tenants = [tenant] if tenant else [p.name for p in self.root.iterdir() if p.is_dir()]
         ids: list[str] = []
         for t in tenants:
-            ids += [k for k, _, _ in self._scan(t, hashed=tenant is None)]
+            ids += [k for k, _, _ in self._scan(t, hashed=tenant is None, retired=True)]
         return sorted(ids)
 
     def _create(self, scope: KeyScope) -> tuple[str, bytes]:
@@ -129,11 +166,14 @@ class FileKeyStore:
         os.replace(tmp, path)
         return key_id, key
 
-    def _scan(self, tenant: str, *, hashed: bool = False) -> Iterator[tuple[str, KeyScope, bytes]]:
+    def _scan(self, tenant: str, *, hashed: bool = False,
+              retired: bool = False) -> Iterator[tuple[str, KeyScope, bytes]]:
+        """The tenant's live keys (and its retired ones too with ``retired``)."""
         folder = self.root / (tenant if hashed else _h(tenant))
         if not folder.is_dir():
             return
-        for path in sorted(folder.glob("*.key")):
+        paths = [*folder.glob("*.key"), *(folder.glob(f"*{RETIRED}") if retired else [])]
+        for path in sorted(paths):
             try:
                 d = json.loads(path.read_text())
             except (FileNotFoundError, ValueError):
@@ -152,15 +192,18 @@ def scope_args(scope: ForgetScope) -> tuple[str | None, str | None]:
 
 
 def rotate_before_request(keys: KeyStore, tenant: str, scope: ForgetScope) -> list[str]:
-    """Destroy the scope's keys now, before the request is emitted (key scopes only).
+    """Retire the scope's keys now, before the request is emitted (key scopes only).
 
     Events of the scope sealed afterwards get a fresh key, so new data is never sealed with a
-    key the request is about to destroy (see :mod:`memstack.pipelines.forgetting.keys`).
+    key the request is about to destroy. The retired keys stay readable until the forget
+    processor applies the request and destroys them (see
+    :mod:`memstack.pipelines.forgetting.keys`): a request that never reaches the log (the
+    broker away, the emitter killed) then destroys nothing, and the log and the stores agree.
     """
     if scope.type not in ("session", "subject", "tenant"):
         return []
     session, subject = scope_args(scope)
-    return keys.destroy(tenant, session=session, subject=subject)
+    return keys.retire(tenant, session=session, subject=subject)
 
 
 def _h(text: str) -> str:

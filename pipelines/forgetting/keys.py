@@ -2,10 +2,11 @@
 
 A request covers what was logged no later than itself, so it destroys the keys of its scope
 that existed by then; keys created afterwards seal new data and stay. The emitting side rotates
-at request time (:func:`rotate_before_request` destroys the scope's live keys *before* the
-request is sent), so events sealed after the request use a fresh key; the processor then
-destroys whatever key of the scope was created no later than the request (a request emitted by
-a client without a key store, or a key created in the meantime).
+at request time (:func:`rotate_before_request` *retires* the scope's live keys before the
+request is sent: they stay readable but seal no more), so events sealed after the request use
+a fresh key; the processor then destroys every key of the scope, retired or live, created no
+later than the request. Destruction waits for the request to be in the log: a request that
+never got there destroys nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def destroy_for(keys: KeyStore, request: ForgetRequest) -> list[str]:
     if not isinstance(keys, FileKeyStore):
         return keys.destroy(request.tenant, session=session, subject=subject)
     # FileKeyStore internals: the KeyStore protocol has no time-bounded destroy yet.
-    old = [(key_id, scope) for key_id, scope, _ in keys._scan(request.tenant)
+    old = [(key_id, scope) for key_id, scope, _ in keys._scan(request.tenant, retired=True)
            if scope.matches(request.tenant, session, subject)
            and (t := created_at(key_id)) is not None and t <= request.log_time]
     destroyed: list[str] = []
@@ -55,12 +56,13 @@ def destroy_for(keys: KeyStore, request: ForgetRequest) -> list[str]:
 
 def _destroy_exact(keys: FileKeyStore, key_id: str, scope: KeyScope) -> list[str]:
     """Shred one key file (``KeyStore.destroy`` takes no time bound yet: see docs/forget.md)."""
-    from memstack.keystore import _shred
+    from memstack.keystore import RETIRED, _shred
 
     path = keys._path(key_id, scope.tenant)
-    if not path.exists():
+    if not path.exists() and not path.with_suffix(RETIRED).exists():
         return []
     _shred(path)
+    _shred(path.with_suffix(RETIRED))
     keys._live = {s: v for s, v in keys._live.items() if v[0] != key_id}
     log.info("destroyed data key %s", key_id)
     return [key_id]

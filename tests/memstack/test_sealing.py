@@ -49,6 +49,35 @@ def test_destroyed_key_leaves_no_file_and_a_new_key_follows(tmp_path: Path) -> N
     assert second != first
 
 
+def test_a_retired_key_still_opens_but_no_longer_seals(tmp_path: Path) -> None:
+    keys = FileKeyStore(tmp_path)
+    scope = KeyScope("acme", "s1", None)
+    old = seal(B.note("s1", "before the forget"), keys).to_json()
+    first, _ = keys.current(scope)
+    other = FileKeyStore(tmp_path)  # another process of the deployment, its cache warm
+    other.current(scope)
+    assert keys.retire("acme", session="s1") == [first]
+    assert not isinstance(open_record(old, keys), Shredded)  # still readable
+    assert keys.current(scope)[0] != first and other.current(scope)[0] != first
+    assert first in keys.key_ids("acme")
+    assert first in keys.destroy("acme", session="s1")  # destroy takes retired keys too
+    assert isinstance(open_record(old, keys), Shredded)
+    assert list(tmp_path.rglob("*.retired")) == []
+
+
+def test_a_forget_that_never_reaches_the_log_destroys_nothing(tmp_path: Path) -> None:
+    """rotate_before_request only retires: the data stays readable in the log until the
+    forget processor applies the logged request (and destroys the retired keys then)."""
+    from memstack.keystore import rotate_before_request
+    from memstack.schemas.events import ForgetScope
+
+    keys = FileKeyStore(tmp_path)
+    raw = seal(B.note("s1", "kept if the forget fails"), keys).to_json()
+    assert rotate_before_request(keys, "acme", ForgetScope(type="session", session="s1"))
+    assert open_record(raw, keys) == open_record(raw, FileKeyStore(tmp_path))
+    assert not isinstance(open_record(raw, keys), Shredded)
+
+
 def test_moved_ciphertext_does_not_authenticate(tmp_path: Path) -> None:
     keys = FileKeyStore(tmp_path)
     raw = json.loads(seal(B.note("s1", "x"), keys).to_json())
