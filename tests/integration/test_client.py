@@ -121,6 +121,10 @@ def _cli(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.Co
 
 def test_async_client_seals_as_the_sync_client_does(topics: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from memstack.keystore import FileKeyStore
+    from memstack.operators.forget import request_of
+    from memstack.operators.log import LoggedEvent
+    from memstack.pipelines.forgetting.keys import destroy_for
+    from memstack.schemas.sealed import SealedEvent, parse_record
     from memstack.sealing import Shredded, open_record
 
     keys = FileKeyStore(tmp_path / "keys")
@@ -137,10 +141,19 @@ def test_async_client_seals_as_the_sync_client_does(topics: Settings, tmp_path) 
         client.note("s1", "after the forget")
     values = _read_all(topics, topics.events_topic)
     assert len(values) == 3 and not any(b"4711" in v or b"kept" in v for v in values)
+    sealed = {json.loads(v)["event_id"]: parse_record(v) for v in values}
+    s1_keys = {e.sealed.key_id for e in sealed.values()
+               if isinstance(e, SealedEvent) and e.session == "s1"}
+    assert len(s1_keys) == 2  # s1 after the forget: a fresh key (the old one retired first)
+    # Emitting the forget only retired the key; applying the logged request destroys it.
+    assert not any(isinstance(open_record(v, keys), Shredded) for v in values)
+    record = next(iter(read_bounded(topics.bootstrap, topics.forget_topic)))
+    request = request_of(LoggedEvent(parse_event(record.value or b""), record.position))
+    assert len(destroy_for(keys, request)) == 1
     opened = [open_record(v, keys) for v in values]  # partitions interleave: compare as sets
     shredded = [o for o in opened if isinstance(o, Shredded)]
     assert [o.envelope.session for o in shredded] == ["s1"]  # its key died with the forget
     assert sorted(o.payload.text for o in opened if not isinstance(o, Shredded)) \
-        == ["after the forget", "kept"]  # s1 after the forget: a fresh key (rotated first)
+        == ["after the forget", "kept"]
     assert [parse_event(v).kind for v in _read_all(topics, topics.forget_topic)] == [
         EventKind.FORGET_REQUESTED]
