@@ -17,7 +17,7 @@ question (which entries of a key were folded in) and have their own rule there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -78,9 +78,16 @@ class InCut:
 Clause = AtMost | OpenAfter | InCut
 
 
-def clauses(valid: datetime, known: datetime | Cut, cols: Columns = INTERVALS) -> list[Clause]:
+Known = datetime | Cut | None
+"""A time, a cut, or None: the valid half alone (for callers that state known time their own
+way, e.g. fact versions known at a log position)."""
+
+
+def clauses(valid: datetime, known: Known, cols: Columns = INTERVALS) -> list[Clause]:
     """The rule as data, for a query as of ``valid`` and ``known`` (a time or a cut)."""
     out: list[Clause] = [AtMost(cols.vt_from, valid), OpenAfter(cols.vt_to, valid)]
+    if known is None:
+        return out
     if isinstance(known, datetime):
         out.append(AtMost(cols.tt_from, known))
         if cols.tt_to is not None:
@@ -90,7 +97,7 @@ def clauses(valid: datetime, known: datetime | Cut, cols: Columns = INTERVALS) -
     return out
 
 
-def duckdb_sql(valid: datetime, known: datetime | Cut, cols: Columns = INTERVALS,
+def duckdb_sql(valid: datetime, known: Known, cols: Columns = INTERVALS,
                alias: str = "") -> tuple[str, list[Any]]:
     """DuckDB: a ``WHERE`` fragment with ``?`` parameters, columns prefixed by ``alias``."""
     params: list[Any] = []
@@ -108,7 +115,7 @@ def duckdb_sql(valid: datetime, known: datetime | Cut, cols: Columns = INTERVALS
     return " AND ".join(parts), params
 
 
-def lance_sql(valid: datetime, known: datetime | Cut, cols: Columns = INTERVALS) -> str:
+def lance_sql(valid: datetime, known: Known, cols: Columns = INTERVALS) -> str:
     """LanceDB (DataFusion): a prefilter with literal timestamps (microseconds, UTC)."""
     parts: list[str] = []
     for c in clauses(valid, known, cols):
@@ -131,7 +138,7 @@ def _cut_sql(c: InCut, partition: str, offset: str) -> str:
     return "(" + " OR ".join(parts) + ")" if parts else "false"
 
 
-def arrow_mask(table: pa.Table, valid: datetime, known: datetime | Cut,
+def arrow_mask(table: pa.Table, valid: datetime, known: Known,
                cols: Columns = INTERVALS) -> pa.ChunkedArray:
     """Arrow: a boolean mask over ``table`` (no nulls)."""
     mask = pa.chunked_array([pa.array([True] * table.num_rows, pa.bool_())])
@@ -151,17 +158,28 @@ def arrow_mask(table: pa.Table, valid: datetime, known: datetime | Cut,
     return mask
 
 
-def visible(row: Mapping[str, Any], valid: datetime, known: datetime | Cut,
+def matcher(valid: datetime, known: Known,
+            cols: Columns = INTERVALS) -> Callable[[Mapping[str, Any]], bool]:
+    """Python: a predicate over rows (mappings of their columns), the clauses built once."""
+    parts = clauses(valid, known, cols)
+
+    def matches(row: Mapping[str, Any]) -> bool:
+        for c in parts:
+            if isinstance(c, AtMost):
+                if not row[c.column] <= c.value:
+                    return False
+            elif isinstance(c, OpenAfter):
+                end = row[c.column]
+                if end is not None and not end > c.value:
+                    return False
+            elif not row[c.offset] < dict(c.cut).get(row[c.partition], 0):
+                return False
+        return True
+
+    return matches
+
+
+def visible(row: Mapping[str, Any], valid: datetime, known: Known,
             cols: Columns = INTERVALS) -> bool:
-    """Python: whether one row (a mapping of its columns) answers as of ``(valid, known)``."""
-    for c in clauses(valid, known, cols):
-        if isinstance(c, AtMost):
-            if not row[c.column] <= c.value:
-                return False
-        elif isinstance(c, OpenAfter):
-            end = row[c.column]
-            if end is not None and not end > c.value:
-                return False
-        elif not row[c.offset] < dict(c.cut).get(row[c.partition], 0):
-            return False
-    return True
+    """Python: whether one row answers as of ``(valid, known)`` (:func:`matcher` for many)."""
+    return matcher(valid, known, cols)(row)

@@ -11,6 +11,7 @@ applied before ranking).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import Protocol
 
@@ -120,8 +121,13 @@ class HasRecordTimes(Protocol):
     def offset(self) -> int: ...
 
 
-def record_visible(row: HasRecordTimes, as_of: AsOf) -> bool:
-    """Whether a raw record answers as of ``as_of`` (records are never superseded)."""
-    fields = {"vt_from": row.vt_from, "vt_to": row.vt_to, "tt": row.tt,
-              "partition": row.partition, "offset": row.offset}
-    return rule.visible(fields, as_of.valid, known_of(as_of), rule.RECORDS)
+def record_filter(as_of: AsOf) -> Callable[[HasRecordTimes], bool]:
+    """Whether a raw record answers as of ``as_of`` (records are never superseded); the rule's
+    clauses are built once for all the rows it is asked about."""
+    matches = rule.matcher(as_of.valid, known_of(as_of), rule.RECORDS)
+
+    def visible(row: HasRecordTimes) -> bool:
+        return matches({"vt_from": row.vt_from, "vt_to": row.vt_to, "tt": row.tt,
+                        "partition": row.partition, "offset": row.offset})
+
+    return visible

@@ -294,7 +294,8 @@ class AsOfView:
         until = None if known is None else known + timedelta(microseconds=1)
         rows = _own(self.memory.stores.events.records(self.tenant, session=session, until=until),
                     self.tenant, "records")
-        out = [r for r in rows if A.record_visible(r, self.as_of)
+        visible = A.record_filter(self.as_of)
+        out = [r for r in rows if visible(r)
                and (start is None or r.occurred_at >= start)
                and (end is None or r.occurred_at < end)]
         return out if limit is None else out[:limit]

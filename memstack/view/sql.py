@@ -24,6 +24,7 @@ import pyarrow as pa
 from memstack.operators.log import LogPosition
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.duckdb_schema import q
+from memstack.schemas import asof
 from memstack.schemas.rows import FACT_VERSIONS
 from memstack.view.types import Fact, LogCut
 
@@ -66,14 +67,15 @@ def facts_at_cut(events: SqlReader, tenant: str, cut: LogCut, vt: datetime,
                  subject: str | None = None, relation: str | None = None) -> list[Fact]:
     """Fact versions valid at ``vt`` as known at ``cut`` (see the module docstring)."""
     firsts, params = _firsts(tenant, cut, subject, relation)
+    valid, valid_params = asof.duckdb_sql(vt, None, alias="v.")
     sql = [f"WITH u AS ({firsts}) SELECT {_COLS} FROM fact_versions v "
            "LEFT JOIN u ON u.subject = v.subject AND u.relation = v.relation "
-           "WHERE v.tenant = ? AND v.vt_from <= ? AND (v.vt_to IS NULL OR v.vt_to > ?) AND "
+           f"WHERE v.tenant = ? AND {valid} AND "
            "((u.f_tt IS NULL AND v.tt_to IS NULL) OR (u.f_tt IS NOT NULL AND "
            "(v.tt_from, v.tt_from_partition, v.tt_from_offset) < (u.f_tt, u.f_p, u.f_o) AND "
            "(v.tt_to IS NULL OR (v.tt_to, v.tt_to_partition, v.tt_to_offset) >= "
            "(u.f_tt, u.f_p, u.f_o))))"]
-    params += [tenant, vt, vt]
+    params += [tenant, *valid_params]
     for column, value in (("subject", subject), ("relation", relation)):
         if value is not None:
             sql.append(f"AND v.{column} = ?")

@@ -304,10 +304,11 @@ class DuckDBEventIndex:
         vt = vt or now
         head, params = _source(subject)
         if isinstance(tt, LogPosition):  # known at a position: (time, partition, offset) order
-            sql = [head, "WHERE tenant = ? AND vt_from <= ? AND (vt_to IS NULL OR vt_to > ?)",
+            valid, valid_params = asof.duckdb_sql(vt, None)
+            sql = [head, f"WHERE tenant = ? AND {valid}",
                    "AND (tt_from, tt_from_partition, tt_from_offset) <= (?, ?, ?) AND "
                    "(tt_to IS NULL OR (tt_to, tt_to_partition, tt_to_offset) > (?, ?, ?))"]
-            params += [tenant, vt, vt, *[tt.log_time, tt.partition, tt.offset] * 2]
+            params += [tenant, *valid_params, *[tt.log_time, tt.partition, tt.offset] * 2]
         else:
             where, rule_params = asof.duckdb_sql(vt, tt or now)
             sql = [head, f"WHERE tenant = ? AND {where}"]

@@ -42,12 +42,14 @@ def _rows(rng: random.Random, cols: asof.Columns) -> pa.Table:
     return pa.table({k: pa.array(v, types.get(k, TIME)) for k, v in data.items()})
 
 
-def _queries(rng: random.Random) -> list[tuple[datetime, datetime | asof.Cut]]:
-    out: list[tuple[datetime, datetime | asof.Cut]] = []
+def _queries(rng: random.Random) -> list[tuple[datetime, asof.Known]]:
+    out: list[tuple[datetime, asof.Known]] = []
     for _ in range(QUERIES):
         valid = rng.choice(GRID)
-        known: datetime | asof.Cut
-        if rng.random() < 0.5:
+        known: asof.Known
+        if rng.random() < 0.1:
+            known = None  # the valid half alone
+        elif rng.random() < 0.5:
             known = rng.choice(GRID) + rng.choice([timedelta(0), timedelta(minutes=30)])
         else:
             known = tuple((p, rng.randrange(0, 25)) for p in sorted(rng.sample(range(4),
