@@ -140,23 +140,21 @@ def clean_rebuild(settings: Settings, into: Path) -> Path:
 
 
 def row_differences(a: Path, b: Path, limit: int = 20) -> list[str]:
-    """Where two sets of stores differ, row by row: per table, the rows (as whole tuples)
-    found in only one of them, keyed by event id, so a verify inequality can be diagnosed."""
+    """Where two sets of stores differ, row by row: per table, the whole rows found in only
+    one of them (``<``: only in ``a``; ``>``: only in ``b``; memories without their vector),
+    so that a verify inequality can be diagnosed."""
     out: list[str] = []
-    for table in ("records", "fact_entries", "fact_versions"):
-        rows_a, rows_b = _rows(a, table), _rows(b, table)
-        only_a, only_b = rows_a - rows_b, rows_b - rows_a
+    for table in ("records", "fact_entries", "fact_versions", TABLE):
+        rows_a, rows_b = _table_rows(a, table), _table_rows(b, table)
+        only_a, only_b = sorted(rows_a - rows_b), sorted(rows_b - rows_a)
         if only_a or only_b:
             out.append(f"{table}: {len(only_a)} row(s) only in {a}, {len(only_b)} only in {b}")
-            out += [f"  < {r}" for r in sorted(only_a)[:limit]]
-            out += [f"  > {r}" for r in sorted(only_b)[:limit]]
-    mem_a, mem_b = _memory_rows(a), _memory_rows(b)
-    if mem_a != mem_b:
-        only_a, only_b = mem_a - mem_b, mem_b - mem_a
-        out.append(f"memories: {len(only_a)} row(s) only in {a}, {len(only_b)} only in {b}")
-        out += [f"  < {r}" for r in sorted(only_a)[:limit]]
-        out += [f"  > {r}" for r in sorted(only_b)[:limit]]
+            out += [f"  < {r}" for r in only_a[:limit]] + [f"  > {r}" for r in only_b[:limit]]
     return out
+
+
+def _table_rows(stores: Path, table: str) -> set[str]:
+    return _memory_rows(stores) if table == TABLE else _rows(stores, table)
 
 
 def _rows(stores: Path, table: str) -> set[str]:
