@@ -1,11 +1,11 @@
 """Errors of the local infrastructure: the Kafka broker, its jars and its topics.
 
-Each one says what to do next; all derive from :class:`memstack.errors.MemstackError`.
+Each one says what to do next; all derive from :class:`memstack.foundation.errors.MemstackError`.
 """
 
 from __future__ import annotations
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 
 class InfraError(MemstackError):

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
-from memstack.errors import BrokerUnavailableError
+from memstack.foundation.errors import BrokerUnavailableError
 
 log = logging.getLogger(__name__)
 

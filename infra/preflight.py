@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from kafka.errors import KafkaError
 
-from memstack.errors import BrokerUnavailableError
+from memstack.foundation.errors import BrokerUnavailableError
 from memstack.infra.errors import TopicError
 from memstack.infra.topics import describe_topics
 

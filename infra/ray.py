@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
+from memstack.foundation.settings import Settings
 from memstack.infra.ray_paths import short_temp_dir
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from memstack.foundation.settings import Settings
 from memstack.infra.broker import KafkaBroker
 from memstack.infra.net import admin_client, request_metadata
 from memstack.infra.topics import ensure_topics, topic_specs
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

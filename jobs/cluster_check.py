@@ -23,15 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memstack.settings import Settings
+from memstack.foundation.settings import Settings
 
 log = logging.getLogger("memstack.cluster_check")
 
 
 def emit_conversations(settings: Settings, sessions: int) -> int:
     """``sessions`` conversations of ten events, every text distinct (the replay bench's log)."""
-    from memstack.builders import Defaults, EventBuilder
     from memstack.client import MemoryClient
+    from memstack.foundation.builders import Defaults, EventBuilder
     from memstack.jobs.bench.workload import conversation
 
     builder = EventBuilder(Defaults("bench", "helper"))
@@ -99,7 +99,7 @@ def produce_fact_feed(settings: Settings, encoder: Any, teacher: Path, users: in
     live pipeline's index operator and the real feed producer; returns the feed's records."""
     from datetime import UTC, datetime, timedelta
 
-    from memstack.builders import Defaults, EventBuilder
+    from memstack.foundation.builders import Defaults, EventBuilder
     from memstack.operators.index import IndexOperator
     from memstack.operators.log import LoggedEvent, LogPosition
     from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher

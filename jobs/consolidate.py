@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import sys
 
+from memstack.foundation.settings import Settings
 from memstack.infra.ray import RayConfig
 from memstack.pipelines.consolidation.actor import WorkerStatus
 from memstack.pipelines.consolidation.job import JobConfig, run_job
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import httpx
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.settings import Settings
 from memstack.jobs.sample import sample_conversation
 from memstack.jobs.service import spawn_service
 from memstack.schemas.ids import uuid7
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

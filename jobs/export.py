@@ -25,13 +25,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from memstack.foundation.settings import Settings
 from memstack.jobs.progress_line import ProgressLine
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Envelope, Event, EventKind
-from memstack.settings import Settings
 
 if TYPE_CHECKING:
-    from memstack.keystore import KeyStore
+    from memstack.foundation.keystore import KeyStore
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.log_reader import LogRecord
 
@@ -56,7 +56,7 @@ def tenant_events(settings: Settings, tenant: str, start: datetime | None = None
                   progress: ProgressLine | None = None,
                   result: ExportResult | None = None) -> list[tuple[tuple[int, int, int], Event]]:
     """The tenant's exportable events with their log order key ``(millis, partition, offset)``."""
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.log_reader import read_bounded
     from memstack.pipelines.replay.bounds import AtTime, Earliest, End, resolve
@@ -97,7 +97,7 @@ class Verdict:
     keys: KeyStore | None
 
     def of(self, record: LogRecord) -> tuple[Event | None, str | None]:
-        from memstack.sealing import Shredded, open_record
+        from memstack.foundation.sealing import Shredded, open_record
 
         if record.value is None:
             return None, "empty"

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstack.client import MemoryClient
-from memstack.errors import MemstackError
-from memstack.keystore import FileKeyStore
+from memstack.foundation.errors import MemstackError
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.forgetting import (
     AuditReport,
@@ -25,7 +26,6 @@ from memstack.pipelines.forgetting.processor import apply_pending
 from memstack.pipelines.forgetting.resolve import resolve
 from memstack.pipelines.stores.bundle import stores_dir
 from memstack.schemas.events import Event, ForgetScope
-from memstack.settings import Settings
 
 if TYPE_CHECKING:
     from memstack.pipelines.forgetting.session_state_store import StateStoreFor

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memstack.foundation.settings import Settings
 from memstack.jobs.progress_line import ProgressLine
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event, EventKind, parse_event
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

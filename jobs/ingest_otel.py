@@ -25,6 +25,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 from memstack.client import MemoryClient, PendingEmit, open_producer
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import TopicSpec, apply_topic_specs, describe_topics
 from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter
@@ -32,7 +33,6 @@ from memstack.pipelines.otel.otlp import OtlpRecordError, decode, signals
 from memstack.pipelines.otel.turns import TurnLog
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 
 class UnknownMeasurementError(MemstackError):

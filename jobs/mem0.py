@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event, validate_event
 

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstack.errors import ConfigError, MemstackError
-from memstack.settings import Settings
+from memstack.foundation.errors import ConfigError, MemstackError
+from memstack.foundation.settings import Settings
 
 if TYPE_CHECKING:
     from memstack.operators.forget import ForgetRequest
@@ -65,7 +65,7 @@ class ReindexResult:
 def apply_pending_forgets(settings: Settings, target: Path,
                           requests: list[ForgetRequest], encoder: Encoder | None) -> int:
     """Apply to ``target`` the requests its ``forget_applied.json`` does not list."""
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.forgetting import ForgetProcessor, ForgetStores, KafkaLineage
     from memstack.pipelines.forgetting.processor import apply_pending
 

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines.replay.bounds import parse_point
 from memstack.pipelines.replay.flink_env import WorkerMode
 from memstack.pipelines.replay.job import ReplayResult, ReplaySpec, run_replay
 from memstack.pipelines.replay.progress import ProgressTracker
 from memstack.pipelines.replay.wiring import PrepareKey
-from memstack.settings import Settings
 
 
 def printer(stream: TextIO = sys.stderr) -> object:
@@ -31,7 +31,7 @@ def forget_pending(settings: Settings, into: Path) -> list[str]:
     faults``: a killed-and-rerun replay directory still held forgotten sessions). Only these
     stores are touched (not the live session state, not the consolidated weights).
     """
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.embedding import shared_encoder
     from memstack.pipelines.forgetting import ForgetLedger, ForgetProcessor, ForgetStores
     from memstack.pipelines.forgetting.lineage import KafkaLineage

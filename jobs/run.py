@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from kafka.errors import KafkaError
 
-from memstack.errors import BrokerUnavailableError
+from memstack.foundation.errors import BrokerUnavailableError
+from memstack.foundation.settings import Settings
 from memstack.pipelines.contracts import Projector
 from memstack.pipelines.live import BATCH_MAX, LiveConfig
-from memstack.settings import Settings
 
 if TYPE_CHECKING:
     from memstack.pipelines.faust_app import LiveApp
@@ -99,7 +99,7 @@ def open_projector(directory: Path, settings: Settings, threads: int,
 
     The caller owns the returned stores and closes them after the projector."""
     # One cache in front of the model: the session state re-reads the turns' vectors from it.
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.embedding import CachingEncoder, encoder_kind_for, make_encoder
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.projector import StoreProjector

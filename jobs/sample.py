@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memstack.builders import EventBuilder
+from memstack.foundation.builders import EventBuilder
 from memstack.schemas.events import Event
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import (
     RunOptions,
     _live_forgetting,
@@ -35,7 +36,6 @@ from memstack.jobs.run import (
 from memstack.jobs.service_file import service_file
 from memstack.jobs.service_switch import attach_switcher
 from memstack.pipelines.service.position import Position
-from memstack.settings import Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -211,9 +211,9 @@ def _observed(app: FastAPI, live: LiveApp, projector: Any,
               options: ServiceOptions) -> LiveMetrics:
     """``/metrics`` and the routes' metrics and spans (spans when ``MEMSTACK_OTEL=1``);
     ``--metrics-port`` serves the same metrics on a port of their own too."""
+    from memstack.foundation.telemetry import memory_tracer
     from memstack.pipelines.metrics import LiveMetrics, attach
     from memstack.pipelines.service.observe import observe
-    from memstack.telemetry import memory_tracer
 
     metrics = LiveMetrics()
     attach(metrics, live, projector)

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memstack.foundation.settings import Settings
 from memstack.service_config import SERVICE_FILE
-from memstack.settings import Settings
 
 
 def service_file(settings: Settings) -> Path:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstack.settings import Settings
+from memstack.foundation.settings import Settings
 
 if TYPE_CHECKING:
     from memstack.pipelines.embedding import Encoder
@@ -39,7 +39,7 @@ def update_service_file(path: Path, **changes: Any) -> None:
 
 def attach_switcher(settings: Settings, live: LiveApp, projector: Any, base: StoreProjector,
                     desk: ForgetDesk, service_file: Path) -> StoresSwitcher:
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.embedding import CachingEncoder
     from memstack.pipelines.service.switching import StoresSwitcher, SwitchHooks
 

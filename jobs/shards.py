@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import RunOptions
 from memstack.jobs.service import _http_service, _Server
-from memstack.settings import Settings
 
 if TYPE_CHECKING:
     from memstack.pipelines.contracts import Projector
@@ -56,7 +56,7 @@ class WorkerOptions:
 def _shard_opener(settings: Settings, encoder: Any) -> Any:
     """Opens a shard directory as stores + a StoreProjector (the same as ``memstack run``'s,
     without the consolidation feed)."""
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores

@@ -21,8 +21,8 @@ _EXPORTS = {
     "MemoryView": "memstack.view",
     "Event": "memstack.schemas.events",
     "EventKind": "memstack.schemas.events",
-    "Settings": "memstack.settings",
-    "MemstackError": "memstack.errors",
+    "Settings": "memstack.foundation.settings",
+    "MemstackError": "memstack.foundation.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,9 +1,10 @@
 """The async twin of :class:`memstack.client.MemoryClient`, on the same core.
 
 It builds, validates, routes and seals events exactly as the sync client does (one
-:class:`~memstack.builders.EventBuilder` and one :class:`~memstack.builders.LogEncoder`), and
-produces with the same idempotent ``acks=all`` kafka-python producer, whose acknowledgements
-are bridged onto the event loop. So it needs nothing beyond the core install.
+:class:`~memstack.foundation.builders.EventBuilder` and one
+:class:`~memstack.foundation.builders.LogEncoder`), and produces with the same idempotent
+``acks=all`` kafka-python producer, whose acknowledgements are bridged onto the event loop.
+So it needs nothing beyond the core install.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Self
 
 from kafka import KafkaProducer
 
-from memstack.builders import (
+from memstack.client import Written, not_acknowledged, open_producer, written_of
+from memstack.foundation.builders import (
     Defaults,
     EventBuilder,
     EventHelpers,
@@ -23,11 +25,10 @@ from memstack.builders import (
     LogRecord,
     checked_all,
 )
-from memstack.client import Written, not_acknowledged, open_producer, written_of
-from memstack.keystore import KeyStore
+from memstack.foundation.keystore import KeyStore
+from memstack.foundation.settings import Settings
+from memstack.foundation.telemetry import maybe, memory_tracer
 from memstack.schemas.events import Event, ForgetScope
-from memstack.settings import Settings
-from memstack.telemetry import maybe, memory_tracer
 
 
 class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
@@ -73,9 +74,14 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
                     for r, a in zip(records, acks, strict=True)]
 
     async def _submit(self, record: LogRecord) -> asyncio.Future[Any]:
-        """Hand one record to the producer; the future settles with its acknowledgement."""
+        """Hand one record to the producer; the future settles with its acknowledgement.
+
+        Before a forget request, every record sent so far is flushed, so the request covers it
+        (as :meth:`memstack.client.MemoryClient.emit` does)."""
         producer = self._started()
         loop = asyncio.get_running_loop()
+        if record.is_forget:
+            await asyncio.to_thread(producer.flush)
         acked: asyncio.Future[Any] = loop.create_future()
         future = await asyncio.to_thread(producer.send, record.topic, key=record.key,
                                          value=record.value)

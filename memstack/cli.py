@@ -13,7 +13,7 @@ import logging
 import pkgutil
 import sys
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 SERVER_EXTRA = "pip install 'memstack[server]'"
 SERVER_MODULES = frozenset({

@@ -16,12 +16,12 @@ from typing import Any, Self
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from memstack.builders import Defaults, EventBuilder, LogEncoder, checked_all
-from memstack.errors import BrokerUnavailableError, MemstackError
-from memstack.keystore import KeyStore
+from memstack.foundation.builders import Defaults, EventBuilder, LogEncoder, checked_all
+from memstack.foundation.errors import BrokerUnavailableError, MemstackError
+from memstack.foundation.keystore import KeyStore
+from memstack.foundation.settings import Settings
+from memstack.foundation.telemetry import maybe, memory_tracer
 from memstack.schemas.events import Event, EventKind
-from memstack.settings import Settings
-from memstack.telemetry import maybe, memory_tracer
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +113,16 @@ class MemoryClient(EventBuilder):
         self._producer = open_producer(self.settings, producer_overrides)
 
     def emit(self, event: Event | dict[str, Any]) -> PendingEmit:
-        """Send one event (validated first; an invalid one raises and sends nothing)."""
+        """Send one event (validated first; an invalid one raises and sends nothing).
+
+        A forget request covers every event this client sent before it: those are flushed
+        (acknowledged, so in the log) before the request is sent. Events and requests travel on
+        two topics, and without the flush a retried event could land after the request.
+        """
         with maybe(self.tracer, lambda t: t.write_span(None, [event])):
             record = self.encoder.encode(event)
+            if record.is_forget:
+                self._producer.flush()
             future = self._producer.send(record.topic, key=record.key, value=record.value)
         return PendingEmit(record.event.event_id, future)
 

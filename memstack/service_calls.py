@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import TypeAdapter
 
-from memstack.builders import checked_all
+from memstack.foundation.builders import checked_all
 from memstack.schemas.events import Event, ForgetScope, format_time
 from memstack.service_config import ServiceConfig
 from memstack.service_types import (

@@ -1,8 +1,8 @@
 """The light HTTP client of a running memstack service: writes, reads, forget, ``after=``.
 
 ``MemoryService(url, api_key, tenant=...)`` posts events built by the same
-:class:`~memstack.builders.EventBuilder` as ``MemoryClient`` (validated before anything is
-sent) and reads the as-of views. A write answers with a position token; pass it (or the
+:class:`~memstack.foundation.builders.EventBuilder` as ``MemoryClient`` (validated before
+anything is sent) and reads the as-of views. A write answers with a position token; pass it (or the
 receipt) as ``after=`` to any read to see your own write. ``AsyncMemoryService`` is the same
 on ``httpx.AsyncClient``. Requests are built once in :mod:`memstack.service_calls`; errors are
 typed by status (:mod:`memstack.service_types`). See docs/client.md.
@@ -21,12 +21,12 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from memstack.builders import Defaults, EventBuilder, EventHelpers
+from memstack.foundation.builders import Defaults, EventBuilder, EventHelpers
+from memstack.foundation.telemetry import MemoryTracer, memory_tracer, note_result
 from memstack.schemas.events import Event, ForgetScope
 from memstack.service_calls import After, Call, Calls, Time, answer, parse_sse
 from memstack.service_config import ServiceConfig
 from memstack.service_types import Change, ForgetReceipt, ForgetStatus, WriteReceipt
-from memstack.telemetry import MemoryTracer, memory_tracer, note_result
 from memstack.view.types import (
     Context,
     FactsAnswer,

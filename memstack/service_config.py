@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
 
 URL_ENV = "MEMSTACK_URL"
 API_KEY_ENV = "MEMSTACK_API_KEY"

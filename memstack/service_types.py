@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 
 class ServiceError(MemstackError):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.operators.mutations import (
     DeleteFactEntry,

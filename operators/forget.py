@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.operators.mutations import FactEntry, Mutation
 from memstack.operators.timeline import FactKey

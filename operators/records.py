@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import MemoryRow, Mutation, PutMemory, PutRecord, RecordRow
 from memstack.schemas.events import TEXT_KINDS, Event

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 log = logging.getLogger(__name__)
 

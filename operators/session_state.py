@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import torch
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.state_keys import EMBED_DIM, N_HEADS, Head, project, projection
 
 logger = logging.getLogger(__name__)

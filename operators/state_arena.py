@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.session_state import (
     StateConfig,
     _grid_ref,

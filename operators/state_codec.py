@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.session_state import VALUE_DTYPE, SessionState, StateConfig
 from memstack.operators.state_arena import SessionSums, StateArena
 from memstack.operators.state_keys import N_HEADS

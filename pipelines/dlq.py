@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.pipelines.contracts import DeadLetter
 
 DLQ_FORMAT = "memstack.dlq/1"

@@ -25,7 +25,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from memstack.errors import ConfigError, MemstackError
+from memstack.foundation.errors import ConfigError, MemstackError
 from memstack.pipelines.encoder_model import (
     MODEL_DIM,
     MODEL_NAME,

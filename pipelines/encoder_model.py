@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_DIM = 384

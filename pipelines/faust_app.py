@@ -27,6 +27,7 @@ import faust
 from faust.types import TP, EventT, StreamT
 from kafka import TopicPartition
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
@@ -44,7 +45,6 @@ from memstack.pipelines.session_state_table import (
     define_table,
     ensure_changelog_topic,
 )
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

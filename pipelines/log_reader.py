@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from kafka import KafkaConsumer, TopicPartition
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.log import LogPosition
 
 log = logging.getLogger(__name__)

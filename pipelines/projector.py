@@ -14,7 +14,8 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memstack.keystore import KeyStore
+from memstack.foundation.keystore import KeyStore
+from memstack.foundation.sealing import Shredded, open_record
 from memstack.operators.index import FACT_KINDS, IndexOperator
 from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import FactEntry, MemoryRow, PutMemory
@@ -26,7 +27,6 @@ from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event, FactAssertedPayload, FactRetractedPayload
-from memstack.sealing import Shredded, open_record
 
 log = logging.getLogger(__name__)
 

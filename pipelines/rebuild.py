@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstack.keystore import KeyStore
+from memstack.foundation.keystore import KeyStore
 from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.contracts import ForgetFilter
 from memstack.pipelines.embedding import Encoder, shared_encoder

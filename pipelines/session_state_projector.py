@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.pipelines.contracts import Plan, Projector, WrappingProjector
 from memstack.pipelines.session_state_table import ApplyResult, SessionStateUpdater
 

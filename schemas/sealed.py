@@ -35,7 +35,7 @@ class SealedPayload(_Frozen):
 
 
 class SealedEvent(Envelope):
-    """An event whose payload is encrypted; open it with :mod:`memstack.sealing`."""
+    """An event whose payload is encrypted; open it with :mod:`memstack.foundation.sealing`."""
 
     sealed: SealedPayload
 

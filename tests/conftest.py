@@ -4,7 +4,8 @@
   dir, or uses the broker at ``MEMSTACK_TEST_BOOTSTRAP`` when that is set; yields an object with
   ``.bootstrap``. The broker is stopped at the end of the session.
 - ``topics`` (function): a unique topic prefix with memstack's topics created on that broker;
-  returns a :class:`memstack.settings.Settings` pointing at it, with ``home`` a temporary dir.
+  returns a :class:`memstack.foundation.settings.Settings` pointing at it, with ``home`` a
+  temporary dir.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from memstack.foundation.settings import Settings
 from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
 from memstack.infra.net import admin_client, free_port_pair
 from memstack.infra.topics import ensure_topics
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

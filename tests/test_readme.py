@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines.log_reader import read_bounded
 from memstack.schemas.sealed import parse_record
-from memstack.settings import Settings
 from tests.service.conftest import KEYS, start_service, stop_service
 
 README = Path(__file__).resolve().parents[1] / "README.md"

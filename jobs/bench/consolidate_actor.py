@@ -22,10 +22,10 @@ def actor_throughput(data: Data, dim: int, batch: int, reps: int, device: str,
     try:
         import ray
 
+        from memstack.foundation.settings import Settings
         from memstack.infra.ray import RayConfig, gpu_available, start_ray, stop_ray
         from memstack.pipelines.consolidation.actor import applier_class
         from memstack.pipelines.consolidation.feed import FeedRecord
-        from memstack.settings import Settings
     except ImportError as exc:
         report("no Ray here (%s): actor_updates_per_s skipped", exc)
         return {}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.jobs.measure import Report
 from memstack.operators.consolidation import (
     EmbeddingTeacher,

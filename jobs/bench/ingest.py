@@ -16,14 +16,14 @@ import time
 
 from kafka import KafkaProducer
 
-from memstack.builders import Defaults, EventBuilder
 from memstack.client import PRODUCER_CONFIG, MemoryClient
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.schemas.events import Event
 from memstack.schemas.ids import uuid7
-from memstack.settings import Settings
 
 TEXTS = [
     "Can you book a table for two at 8pm?",

@@ -23,7 +23,8 @@ flushed after 0.1 s when not full, 2 encoder threads):
 
 ``ratio`` = pipeline / ceiling (goal >= 0.85; freshness goal p99 <= 1 s). Full run: 5,000
 events in the burst and 3,000 paced (the headline); ``--quick``: 600 and 200. Uses the broker
-of ``memstack.settings`` (started when none runs) and its own topic prefix, deleted afterwards.
+of ``memstack.foundation.settings`` (started when none runs) and its own topic prefix,
+deleted afterwards.
 """
 
 from __future__ import annotations
@@ -38,14 +39,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.settings import Settings
 from memstack.jobs.bench.workload import mix, texts_of
 from memstack.jobs.broker_env import scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.log_reader import LogRecord
 from memstack.schemas.events import Event, EventKind
-from memstack.settings import Settings
 
 if TYPE_CHECKING:
     from memstack.client import MemoryClient

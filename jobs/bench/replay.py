@@ -38,15 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memstack.builders import Defaults, EventBuilder
 from memstack.client import MemoryClient
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.settings import Settings
 from memstack.jobs.bench.pipeline import Timed
 from memstack.jobs.bench.workload import conversation
 from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.log_reader import read_bounded
 from memstack.schemas.events import TEXT_KINDS, Event, parse_event
-from memstack.settings import Settings
 
 EMBED_CALL = 1024
 """Texts per model call: the replay's own (``ReplaySpec.embed_batch``)."""

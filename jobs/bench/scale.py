@@ -41,15 +41,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from memstack.builders import Defaults, EventBuilder
 from memstack.client import MemoryClient
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.bench.scale_workload import scale_log
 from memstack.jobs.broker_env import delete_topics, scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.router.fanout import Coverage, Fanout
 from memstack.schemas.events import Event
-from memstack.settings import Settings
 
 PARTITIONS = 8
 WORKERS = (1, 2, 4)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.schemas.events import Event
 
 PEOPLE = ("ana", "ben", "chloe", "dmitri")

@@ -1,7 +1,8 @@
 """``memstack bench service``: ingest through the live service while readers query it.
 
 ``memstack serve`` runs as a child process (worker + HTTP API, one process owning the stores)
-on the broker of ``memstack.settings`` (started when none runs) with its own topic prefix.
+on the broker of ``memstack.foundation.settings`` (started when none runs) with its own topic
+prefix.
 Events are posted over HTTP in batches of 64 (distinct texts, a fact every 8th) by one writer:
 
 - ``events_per_s_alone``: posted events / time from the first POST until a read ``after=`` the
@@ -34,10 +35,10 @@ from typing import Any
 import httpx
 import numpy as np
 
+from memstack.foundation.settings import Settings
 from memstack.jobs.broker_env import scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.schemas.ids import uuid7
-from memstack.settings import Settings
 
 TENANT = "bench"
 KEY = "bench-service-key-0001"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memstack.builders import EventBuilder
+from memstack.foundation.builders import EventBuilder
 from memstack.schemas.events import Event, EventKind
 
 NAMES = ("Ana", "Bruno", "Chen", "Dara", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun")

@@ -11,8 +11,8 @@ import json
 import os
 import time
 
+from memstack.foundation.settings import Settings
 from memstack.infra.flink_cluster import DEFAULT_REST_PORT, ClusterShape, FlinkCluster
-from memstack.settings import Settings
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

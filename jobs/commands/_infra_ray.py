@@ -12,8 +12,8 @@ import json
 import os
 import time
 
+from memstack.foundation.settings import Settings
 from memstack.infra.ray_cluster import DEFAULT_GCS_PORT, HEAD, NodeShape, RayCluster
-from memstack.settings import Settings
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -24,9 +24,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _consolidate(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.consolidate import main
     from memstack.pipelines.consolidation.job import JobConfig
-    from memstack.settings import Settings
 
     config = JobConfig(actors=args.actors, until_caught_up=args.until_caught_up, dim=args.dim,
                        window=args.window, checkpoint_every=args.checkpoint_every,

@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     sent = 0
+    from memstack.foundation.settings import Settings
     from memstack.infra.preflight import require_topics
-    from memstack.settings import Settings
 
     settings = Settings.from_env()
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic])

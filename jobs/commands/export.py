@@ -7,7 +7,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
 
 
 def _time(text: str) -> datetime:
@@ -59,8 +59,8 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     import os
 
+    from memstack.foundation.settings import Settings
     from memstack.jobs.importing import load_events, via_kafka, via_service
-    from memstack.settings import Settings
 
     if args.format == "mem0":
         from memstack.jobs.mem0 import load_memories, mem0_events

@@ -47,9 +47,9 @@ def _scope(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _request(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.forget import request
     from memstack.schemas.events import ForgetScope
-    from memstack.settings import Settings
 
     event = request(Settings.from_env(), args.tenant, ForgetScope.model_validate(_scope(args)),
                     args.reason)
@@ -58,8 +58,8 @@ def _request(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.forget import apply
-    from memstack.settings import Settings
 
     outcomes = apply(Settings.from_env(), args.stores)
     for o in outcomes:
@@ -70,8 +70,8 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.forget import audit
-    from memstack.settings import Settings
 
     report = audit(Settings.from_env(), args.request_id, args.stores)
     print(report.to_json() if args.json else report.render())

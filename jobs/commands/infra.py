@@ -8,11 +8,11 @@ import logging
 import time
 from typing import Any
 
+from memstack.foundation.settings import Settings
 from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
 from memstack.infra.jars import is_resolved
 from memstack.infra.topics import apply_topic_specs, describe_topics, topic_specs
 from memstack.jobs.commands import _infra_flink, _infra_ray
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

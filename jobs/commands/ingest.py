@@ -29,8 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _otel(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.ingest_otel import DEFAULT_RETENTION_MS, IngestOptions, run_ingest
-    from memstack.settings import Settings
 
     options = IngestOptions(args.topic, tenant=args.tenant, group=args.group,
                             until_caught_up=args.until_caught_up,

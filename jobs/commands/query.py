@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 _HELP = {
     "facts": "fact values valid at --valid as known at --known",
@@ -88,8 +88,8 @@ def query_of(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     query = query_of(args)
     if not args.url and not args.stores:
+        from memstack.foundation.settings import Settings
         from memstack.jobs.service_file import find_service
-        from memstack.settings import Settings
 
         running = find_service(Settings.from_env())
         args.url = running["url"] if running is not None else None
@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace, query: Any) -> dict[str, Any]:
+    from memstack.foundation.settings import Settings
     from memstack.pipelines.embedding import encoder_kind_for, make_encoder
     from memstack.pipelines.stores.bundle import Stores, stores_dir
-    from memstack.settings import Settings
     from memstack.view import MemoryView
     from memstack.view.ops import execute, to_json
 

@@ -76,8 +76,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _switch(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.pipelines.replay.switch import current_stores, switch_stores
-    from memstack.settings import Settings
 
     settings = Settings.from_env()
     previous = switch_stores(settings, args.dir)
@@ -86,8 +86,8 @@ def _switch(args: argparse.Namespace) -> int:
 
 
 def _current(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.pipelines.replay.switch import current_stores
-    from memstack.settings import Settings
 
     print(current_stores(Settings.from_env()))
     return 0

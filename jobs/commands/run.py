@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.run import options_from, quiet_libraries, run_live
-    from memstack.settings import Settings
 
     quiet_libraries(logging.getLogger().isEnabledFor(logging.DEBUG))
     return run_live(Settings.from_env(), options_from(args))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memstack.settings import Settings
+    from memstack.foundation.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
         args.openapi.write_text(openapi_text(), encoding="utf-8")
         print(f"wrote {args.openapi}")
         return 0
+    from memstack.foundation.settings import Settings
     from memstack.jobs.run import options_from, quiet_libraries
-    from memstack.settings import Settings
 
     quiet_libraries(logging.getLogger().isEnabledFor(logging.DEBUG))
     settings = Settings.from_env()

@@ -47,9 +47,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.run import options_from, quiet_libraries
     from memstack.jobs.shards import WorkerOptions, run_shard_worker
-    from memstack.settings import Settings
 
     quiet_libraries(logging.getLogger().isEnabledFor(logging.DEBUG))
     options = WorkerOptions(options_from(args), worker=args.worker, shard_host=args.shard_host,
@@ -58,18 +58,18 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _router(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.shards import run_router
-    from memstack.settings import Settings
 
     return run_router(Settings.from_env(), args.stores, args.peer, args.host, args.port,
                       args.after_timeout)
 
 
 def _status(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
     from memstack.jobs.shards import discover_workers, sharded_root
     from memstack.pipelines.log_reader import end_offsets
     from memstack.pipelines.router.fanout import Fanout
-    from memstack.settings import Settings
 
     settings = Settings.from_env()
     ends = end_offsets(settings.bootstrap, settings.events_topic)

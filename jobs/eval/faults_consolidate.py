@@ -15,8 +15,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from memstack.foundation.settings import Settings
 from memstack.infra.ray import RayConfig, start_ray, stop_ray
-from memstack.settings import Settings
 
 CHECKPOINT_EVERY = 8
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from memstack.foundation.settings import Settings
 from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
 from memstack.infra.net import free_port_pair
 from memstack.infra.topics import ensure_topics
@@ -31,7 +32,6 @@ from memstack.jobs.service import spawn_service
 from memstack.pipelines.fault_hooks import BATCH_DELAY_VARIABLE
 from memstack.pipelines.log_reader import end_offsets
 from memstack.pipelines.service.position import Position
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

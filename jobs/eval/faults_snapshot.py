@@ -21,8 +21,9 @@ from pathlib import Path
 import duckdb
 import lancedb
 
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.settings import Settings
 from memstack.jobs.eval.faults_checker import StoreSnapshot
-from memstack.keystore import FileKeyStore
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.log_reader import end_offsets, read_bounded
@@ -30,7 +31,6 @@ from memstack.pipelines.rebuild import rebuild
 from memstack.pipelines.replay.verify import Comparison, compare
 from memstack.pipelines.stores.lance_index import TABLE
 from memstack.pipelines.stores.layout import DUCKDB_FILE, LANCE_DIR
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

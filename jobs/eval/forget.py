@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.settings import Settings
 from memstack.jobs.broker_env import broker_for
 from memstack.jobs.eval.locomo_data import eval_dir
 from memstack.jobs.measure import Report, Result
-from memstack.keystore import FileKeyStore
 from memstack.operators.forget import ForgetRequest, Subject
 from memstack.operators.log import LogPosition
 from memstack.operators.relations import RelationRegistry
@@ -42,7 +43,6 @@ from memstack.pipelines.forgetting.keys import rotate_before_request
 from memstack.pipelines.forgetting.ledger import parse_request
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.schemas.events import Event, ForgetScope
-from memstack.settings import Settings
 
 REGISTRY = RelationRegistry().with_multi(["observed"])
 MIX = {"event": 90, "fact": 50, "session": 45, "subject": 10, "tenant": 5}

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from memstack.builders import Defaults, EventBuilder
 from memstack.client import MemoryClient, Written
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.settings import Settings
 from memstack.jobs.eval.locomo_data import (
     CATEGORIES,
     Conversation,
@@ -42,7 +43,6 @@ from memstack.pipelines.embedding import Encoder, shared_encoder
 from memstack.pipelines.stores.base import Vectors
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
-from memstack.settings import Settings
 from memstack.view import MemoryView, SearchMode
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 EVAL_DIR_ENV = "MEMSTACK_EVAL_DIR"
 TURN_SPACING = timedelta(seconds=30)

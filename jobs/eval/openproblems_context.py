@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.jobs.eval.locomo import TENANT, events_of
 from memstack.jobs.eval.openproblems_data import Stream
 from memstack.jobs.measure import Report
@@ -45,7 +46,6 @@ from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.session_state_table import session_key
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
-from memstack.settings import Settings
 from memstack.view import MemoryView
 from memstack.view.context import ContextSource, default_sources
 from memstack.view.recall import RecalledTurns

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from memstack.builders import Defaults, EventBuilder
 from memstack.client import Written
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.jobs.eval.locomo import Ingested, ingested
 from memstack.jobs.measure import Report, Result
 from memstack.operators.log import LogPosition

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from memstack.keystore import FileKeyStore, KeyStore, rotate_before_request
+from memstack.foundation.keystore import FileKeyStore, KeyStore, rotate_before_request
+from memstack.foundation.settings import Settings
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import (
     Event,
@@ -24,7 +25,6 @@ from memstack.schemas.events import (
     validate_event,
 )
 from memstack.schemas.ids import uuid7
-from memstack.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -171,12 +171,19 @@ class LogRecord:
     key: bytes
     value: bytes
 
+    @property
+    def is_forget(self) -> bool:
+        """A forget request: a client flushes what it sent before sending one (see
+        :meth:`memstack.client.MemoryClient.emit`)."""
+        return self.event.kind is EventKind.FORGET_REQUESTED
+
 
 class LogEncoder:
     """Route and encode events for the log; with a key store, seal their payloads.
 
     Forget requests go to ``<prefix>.forget`` unsealed; before one is encoded, the keys of its
-    scope are destroyed, so later events of the scope are sealed with a fresh key.
+    scope are retired (they still open what they sealed, and the forget processor destroys them
+    when it applies the request), so later events of the scope are sealed with a fresh key.
     """
 
     def __init__(self, settings: Settings, keys: KeyStore | None = None) -> None:
@@ -193,7 +200,7 @@ class LogEncoder:
             return LogRecord(event, self.settings.forget_topic, event.key, event.to_json())
         if self.keys is None:
             return LogRecord(event, self.settings.events_topic, event.key, event.to_json())
-        from memstack.sealing import seal  # cryptography: only when sealing
+        from memstack.foundation.sealing import seal  # cryptography: only when sealing
 
         return LogRecord(event, self.settings.events_topic, event.key,
                          seal(event, self.keys).to_json())

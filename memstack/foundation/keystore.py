@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.schemas.events import ForgetScope
 from memstack.schemas.ids import uuid7
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memstack.keystore import KeyScope, KeyStore
+from memstack.foundation.keystore import KeyScope, KeyStore
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event, decode_json, validate_event
 from memstack.schemas.sealed import SealedEvent, SealedPayload, envelope_bytes_of, parse_record

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
 
 DEFAULT_KAFKA_PORT = 39092
 """Default broker port: far from Kafka's 9092 and the usual dev-server ports."""

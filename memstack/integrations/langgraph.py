@@ -37,7 +37,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.integrations.langgraph_mapping import (
     ItemAddress,
     NamespaceError,

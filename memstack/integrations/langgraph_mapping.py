@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 PREFIX = "lg"
 NO_LABEL = "-"

@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import TypeAdapter, ValidationError
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.mcp.backend import BackendResolver, MemoryBackend
 from memstack.service_types import WriteReceipt
 

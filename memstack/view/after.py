@@ -25,7 +25,7 @@ Applied = Callable[[], Position]
 def stores_applied(stores: Stores, events_topic: str | None = None) -> Applied:
     """The events topic's offsets committed in the stores (topic: the settings' by default)."""
     if events_topic is None:
-        from memstack.settings import Settings
+        from memstack.foundation.settings import Settings
 
         events_topic = Settings.from_env().events_topic
     topic = events_topic

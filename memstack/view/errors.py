@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 
 class ViewError(MemstackError):

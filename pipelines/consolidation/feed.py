@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
 from memstack.operators.consolidation import FactCue
 from memstack.operators.mutations import DeleteFactVersion, FactVersion, Mutation, PutFactVersion
 

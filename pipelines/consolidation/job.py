@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from memstack.foundation.settings import Settings
 from memstack.infra.ray import RayConfig, gpu_available, start_ray, stop_ray
 from memstack.operators.consolidation import FeatureConfig, LearnerConfig
 from memstack.operators.consolidation.errors import ConsolidationJobError
@@ -33,7 +34,6 @@ from memstack.pipelines.consolidation.actor import (
 )
 from memstack.pipelines.consolidation.producer import ensure_feed_topic
 from memstack.pipelines.log_reader import end_offsets
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import TopicSpec, apply_topic_specs
 from memstack.operators.mutations import FactVersion, Mutation
 from memstack.pipelines.consolidation.distill import Distiller
@@ -29,7 +30,6 @@ from memstack.pipelines.consolidation.feed import (
 )
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.bundle import Stores
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

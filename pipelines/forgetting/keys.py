@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from memstack.keystore import (  # the rotation lives with the key store (client-side, light)
+# the rotation lives with the key store (client-side, light)
+from memstack.foundation.keystore import (
     FileKeyStore,
     KeyScope,
     KeyStore,
@@ -56,7 +57,7 @@ def destroy_for(keys: KeyStore, request: ForgetRequest) -> list[str]:
 
 def _destroy_exact(keys: FileKeyStore, key_id: str, scope: KeyScope) -> list[str]:
     """Shred one key file (``KeyStore.destroy`` takes no time bound yet: see docs/forget.md)."""
-    from memstack.keystore import RETIRED, _shred
+    from memstack.foundation.keystore import RETIRED, _shred
 
     path = keys._path(key_id, scope.tenant)
     if not path.exists() and not path.with_suffix(RETIRED).exists():

@@ -13,14 +13,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from memstack.keystore import KeyStore
+from memstack.foundation.keystore import KeyStore
+from memstack.foundation.sealing import Shredded, open_sealed
 from memstack.operators.forget import Subject
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.pipelines.log_reader import LogRecord, end_offsets, read_bounded
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event
 from memstack.schemas.sealed import SealedEvent, parse_record
-from memstack.sealing import Shredded, open_sealed
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memstack.keystore import KeyStore
+from memstack.foundation.keystore import KeyStore
 from memstack.operators.forget import ForgetRequest
 from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.embedding import Encoder

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstack.keystore import KeyStore
+from memstack.foundation.keystore import KeyStore
 from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.embedding import Encoder, shared_encoder
 from memstack.pipelines.forgetting.ledger import ForgetLedger

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
 CONVERSATION = "gen_ai.conversation.id"

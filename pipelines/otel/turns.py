@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.pipelines.otel.otlp import (
     ModelCall,
     Signal,

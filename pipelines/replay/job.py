@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.replay.bounds import Bounds, End, Point, resolve
 from memstack.pipelines.replay.errors import ReplayJobError
@@ -35,7 +36,6 @@ from memstack.pipelines.replay.wiring import (
     WriterConfig,
     open_projector,
 )
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

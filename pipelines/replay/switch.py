@@ -12,8 +12,8 @@ import logging
 import os
 from pathlib import Path
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines.replay.errors import StoresSwitchError
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

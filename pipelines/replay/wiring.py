@@ -57,7 +57,7 @@ class WriterConfig:
 
 def store_projector(config: WriterConfig) -> Projector:
     """The live pipeline's :class:`StoreProjector` over the stores in ``config.into``."""
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.embedding import make_encoder
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.pipelines.service.position import Position
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.operators.mutations import Mutation, PutFactVersion, PutRecord
 from memstack.pipelines.service.position import Position
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE
 from memstack.pipelines.service.position import Position

@@ -21,8 +21,15 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
+from memstack.foundation.telemetry import (
+    CREATE,
+    DELETE,
+    READ_ROUTES,
+    SEARCH,
+    MemoryTracer,
+    operation_of,
+)
 from memstack.pipelines.metrics import LiveMetrics
-from memstack.telemetry import CREATE, DELETE, READ_ROUTES, SEARCH, MemoryTracer, operation_of
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

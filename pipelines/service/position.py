@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 _PART = re.compile(r"^([ef])(\d{1,6})-(\d{1,19})$")
 

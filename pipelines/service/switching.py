@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memstack.keystore import KeyStore
+from memstack.foundation.keystore import KeyStore
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import (
     CachingEncoder,
     Encoder,
@@ -47,7 +48,6 @@ from memstack.pipelines.replay.portable import compare_reindexed
 from memstack.pipelines.replay.switch import CURRENT, current_stores, switch_stores
 from memstack.pipelines.stores.bundle import Stores
 from memstack.pipelines.stores.layout import DUCKDB_FILE
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.pipelines.service.position import Position
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event, EventKind, decode_json, format_time, validate_event
 

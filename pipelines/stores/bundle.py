@@ -11,12 +11,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.pipelines.stores.lance_index import IndexPolicy, LanceVectorIndex
 from memstack.pipelines.stores.layout import DUCKDB_FILE, LANCE_DIR
 from memstack.schemas.rows import EMBEDDING_DIM
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ what to do next. The original backend error is kept as ``__cause__``.
 
 from __future__ import annotations
 
-from memstack.errors import MemstackError
+from memstack.foundation.errors import MemstackError
 
 
 class StoreError(MemstackError):

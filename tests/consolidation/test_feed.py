@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
 from memstack.operators.index import IndexOperator
 from memstack.operators.mutations import DeleteFactVersion, PutFactVersion
 from memstack.pipelines.consolidation.feed import (

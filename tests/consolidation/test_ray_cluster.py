@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from memstack.foundation.settings import Settings
 from memstack.infra.ray import RayConfig, non_loopback_listeners
 from memstack.infra.ray_cluster import NodeShape, RayCluster, free_port
 from memstack.jobs.cluster_check import moved_everywhere, produce_fact_feed
@@ -25,7 +26,6 @@ from memstack.pipelines.consolidation.actor import WorkerStatus
 from memstack.pipelines.consolidation.job import JobConfig, run_job
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.log_reader import end_offsets
-from memstack.settings import Settings
 from tests.consolidation.givens import SMALL
 
 pytestmark = pytest.mark.slow

@@ -13,6 +13,7 @@ import pytest
 import ray
 import torch
 
+from memstack.foundation.settings import Settings
 from memstack.infra.ray import RayConfig, non_loopback_listeners, start_ray, stop_ray
 from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
@@ -22,7 +23,6 @@ from memstack.pipelines.consolidation.feed import Sharding
 from memstack.pipelines.consolidation.producer import FeedProducer, ensure_feed_topic
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
-from memstack.settings import Settings
 from tests.consolidation.givens import SMALL
 from tests.pipelines.helpers import builder, logged
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import worker_env
 from memstack.pipelines.embedding import MiniLMEncoder, shared_encoder
-from memstack.settings import Settings
 
 
 @pytest.fixture(scope="session")

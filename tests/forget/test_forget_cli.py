@@ -8,11 +8,11 @@ import pytest
 
 from memstack.cli import main
 from memstack.client import MemoryClient
-from memstack.keystore import FileKeyStore
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting import ForgetLedger, rebuild_forgetting
 from memstack.pipelines.stores.bundle import stores_dir
-from memstack.settings import Settings
 
 
 @pytest.mark.usefixtures("cli_topics")

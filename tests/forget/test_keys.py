@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memstack.keystore import FileKeyStore, KeyScope, rotate_before_request
+from memstack.foundation.keystore import FileKeyStore, KeyScope, rotate_before_request
 from memstack.operators.forget import ForgetRequest
 from memstack.operators.log import LogPosition
 from memstack.pipelines.forgetting.keys import destroy_for

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.log import LogPosition
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting.bundle import ForgetStores

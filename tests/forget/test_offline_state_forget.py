@@ -14,6 +14,7 @@ import pytest
 
 from memstack.cli import main
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.operators.state_codec import restore_sums
 from memstack.operators.state_keys import Head
 from memstack.pipelines.embedding import CachingEncoder, MiniLMEncoder
@@ -28,7 +29,6 @@ from memstack.pipelines.session_state_table import (
     latest_snapshots,
 )
 from memstack.pipelines.stores.bundle import stores_dir
-from memstack.settings import Settings
 from tests.integration.test_live_state_forget import logged_events
 from tests.integration.test_session_state_live import MemorySink
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.jobs.replay import forget_pending, main
 from memstack.pipelines.forgetting import ForgetStores
 from memstack.pipelines.stores.bundle import Stores
 from memstack.pipelines.stores.errors import StoreError
-from memstack.settings import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

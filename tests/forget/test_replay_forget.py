@@ -11,7 +11,9 @@ import shutil
 from pathlib import Path
 
 from memstack.client import MemoryClient
-from memstack.keystore import FileKeyStore
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.sealing import Shredded, open_record
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting import (
     ForgetLedger,
@@ -25,8 +27,6 @@ from memstack.pipelines.forgetting.processor import apply_pending
 from memstack.pipelines.log_reader import read_bounded
 from memstack.schemas.events import ForgetScope
 from memstack.schemas.sealed import SealedEvent, parse_record
-from memstack.sealing import Shredded, open_record
-from memstack.settings import Settings
 
 SECRET = "the vault code is 4471 behind the blue painting"
 

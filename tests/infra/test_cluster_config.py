@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memstack.foundation.settings import Settings
 from memstack.infra.flink_cluster import (
     ClusterShape,
     ClusterState,
@@ -21,7 +22,6 @@ from memstack.infra.ray_cluster import NodeShape, RayCluster, RayClusterState, n
 from memstack.infra.ray_paths import short_temp_dir
 from memstack.pipelines.replay.errors import FlinkClusterUnavailableError
 from memstack.pipelines.replay.flink_env import check_cluster
-from memstack.settings import Settings
 
 
 def test_flink_config_binds_loopback_and_runs_this_python(tmp_path: Path) -> None:

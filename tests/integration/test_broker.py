@@ -14,7 +14,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from memstack.errors import BrokerUnavailableError
+from memstack.foundation.errors import BrokerUnavailableError
+from memstack.foundation.settings import Settings
 from memstack.infra import jars
 from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
 from memstack.infra.console import console_consume, console_produce
@@ -27,7 +28,6 @@ from memstack.infra.errors import (
 from memstack.infra.net import admin_client, free_port_pair
 from memstack.infra.topics import describe_topics, ensure_topics, topic_specs
 from memstack.jobs.commands import infra as infra_command
-from memstack.settings import Settings
 
 LOG_APPEND_TIME = 1  # kafka-python's ConsumerRecord.timestamp_type for LogAppendTime
 

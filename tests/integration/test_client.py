@@ -12,10 +12,10 @@ import pytest
 
 from memstack.aio import AsyncMemoryClient
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import EventKind, parse_event
-from memstack.settings import Settings
 
 
 def _read_all(settings: Settings, topic: str) -> list[bytes]:
@@ -66,7 +66,7 @@ def test_invalid_event_raises_and_sends_nothing(topics: Settings) -> None:
 
 
 def _valid_json() -> bytes:
-    from memstack.builders import Defaults, EventBuilder
+    from memstack.foundation.builders import Defaults, EventBuilder
 
     return EventBuilder(Defaults("acme", "helper")).note("s1", "ok").to_json()
 
@@ -77,6 +77,18 @@ def test_forget_requests_go_to_the_ledger(topics: Settings) -> None:
     ledger = _read_all(topics, topics.forget_topic)
     assert ledger == [event.to_json()]
     assert event.kind is EventKind.FORGET_REQUESTED
+
+
+def test_a_forget_covers_what_the_client_sent_before_it(topics: Settings) -> None:
+    """Events and the request travel on two topics: the client flushes its earlier sends
+    before the request, so they are in the log (at or before its log time) when it is sent.
+    A long linger holds the message back; without the flush it would still be pending."""
+    with MemoryClient("acme", "helper", settings=topics, linger_ms=60_000) as client:
+        pending = client.emit(client.events.message("s1", "user", "my pin is 4471"))
+        client.forget({"type": "session", "session": "s1"}, reason="asked")
+        written = pending.get(timeout=0.001)  # acknowledged before the request was sent
+    [request] = read_bounded(topics.bootstrap, topics.forget_topic)
+    assert written.log_time <= request.position.log_time
 
 
 def test_async_client_round_trip(topics: Settings) -> None:
@@ -120,12 +132,12 @@ def _cli(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.Co
 
 
 def test_async_client_seals_as_the_sync_client_does(topics: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from memstack.keystore import FileKeyStore
+    from memstack.foundation.keystore import FileKeyStore
+    from memstack.foundation.sealing import Shredded, open_record
     from memstack.operators.forget import request_of
     from memstack.operators.log import LoggedEvent
     from memstack.pipelines.forgetting.keys import destroy_for
     from memstack.schemas.sealed import SealedEvent, parse_record
-    from memstack.sealing import Shredded, open_record
 
     keys = FileKeyStore(tmp_path / "keys")
 

@@ -13,9 +13,9 @@ import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines import dlq
 from memstack.pipelines.contracts import DeadLetter
-from memstack.settings import Settings
 
 
 def test_dead_letter_of_a_near_limit_record_is_accepted(topics: Settings) -> None:

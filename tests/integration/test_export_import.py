@@ -28,14 +28,14 @@ from pathlib import Path
 import pytest
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.run import worker_env
-from memstack.keystore import FileKeyStore
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.log_reader import read_bounded
 from memstack.pipelines.rebuild import rebuild
 from memstack.schemas.events import parse_event
-from memstack.settings import Settings
 from tests.conftest import TEST_PARTITIONS
 
 SECRET = "the safe combination is 4471"

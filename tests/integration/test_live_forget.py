@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.sealing import Shredded, open_record
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
-from memstack.keystore import FileKeyStore
 from memstack.operators.state_codec import restore_sums
 from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import read_bounded
 from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
-from memstack.sealing import Shredded, open_record
-from memstack.settings import Settings
 
 SECRET = "my locker code is 7731 at the Graca gym"
 

@@ -12,6 +12,7 @@ import pytest
 from kafka import KafkaProducer
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
 from memstack.operators.log import LogPosition
 from memstack.operators.state_codec import restore_sums
@@ -24,7 +25,6 @@ from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event, EventKind, parse_event
-from memstack.settings import Settings
 from memstack.view import MemoryView
 from memstack.view.state import SessionStateReader
 

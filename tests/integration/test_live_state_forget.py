@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
 from memstack.operators.log import LoggedEvent
 from memstack.operators.state_codec import restore_sums
@@ -34,7 +35,6 @@ from memstack.pipelines.session_state_table import (
 )
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import parse_event
-from memstack.settings import Settings
 from tests.forget.reference import covered_ids
 from tests.integration.test_session_state_live import MemorySink
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from memstack.client import MemoryClient, Written
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.rebuild import rebuild
 from memstack.pipelines.stores.bundle import Stores
-from memstack.settings import Settings
 from memstack.view import MemoryView
 from tests.view.givens import V
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import worker_env
-from memstack.keystore import FileKeyStore
 from memstack.pipelines.embedding import recorded_encoder
 from memstack.pipelines.replay.switch import current_stores
 from memstack.pipelines.stores.bundle import Stores
-from memstack.settings import Settings
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memstack.builders import Defaults, EventBuilder
 from memstack.client import MemoryClient
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.settings import Settings
 from memstack.jobs.sample import sample_conversation
 from memstack.operators.forget import ForgetRequest
 from memstack.operators.log import LogPosition
@@ -33,7 +34,6 @@ from memstack.pipelines.replay.ordering import FIRST, PartitionLinker, Resequenc
 from memstack.pipelines.replay.progress import Progress, ProgressTracker
 from memstack.pipelines.replay.source import offsets_option, source_ddl
 from memstack.schemas.events import ForgetScope
-from memstack.settings import Settings
 from memstack.view import AsOfView, MemoryView
 
 B = EventBuilder(Defaults("acme", "helper"))
@@ -229,8 +229,8 @@ def test_replay_after_forget_rebuilds_nothing_forgotten(kafka: object, tmp_path:
     session is, and an event of the forgotten session logged after the request is new data."""
     import time
 
+    from memstack.foundation.keystore import FileKeyStore
     from memstack.infra.topics import ensure_topics
-    from memstack.keystore import FileKeyStore
     from memstack.pipelines.stores.bundle import Stores
 
     bootstrap = kafka.bootstrap  # type: ignore[attr-defined]  # KafkaUnderTest

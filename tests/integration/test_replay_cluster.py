@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from memstack.foundation.settings import Settings
 from memstack.infra.flink_cluster import FlinkCluster, rest_get
 from memstack.infra.net import free_port_pair
 from memstack.jobs.run import worker_env
-from memstack.settings import Settings
 
 pytestmark = pytest.mark.slow
 

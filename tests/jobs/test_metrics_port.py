@@ -13,9 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.run import spawn_worker
-from memstack.settings import Settings
 from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memstack.builders import Defaults, EventBuilder
-from memstack.keystore import FileKeyStore, KeyScope, KeyStoreError
+from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore, KeyScope, KeyStoreError
+from memstack.foundation.sealing import Shredded, open_record, seal
 from memstack.schemas.errors import InvalidEventError
-from memstack.sealing import Shredded, open_record, seal
 
 B = EventBuilder(Defaults("acme", "bot"))
 
@@ -68,7 +68,7 @@ def test_a_retired_key_still_opens_but_no_longer_seals(tmp_path: Path) -> None:
 def test_a_forget_that_never_reaches_the_log_destroys_nothing(tmp_path: Path) -> None:
     """rotate_before_request only retires: the data stays readable in the log until the
     forget processor applies the logged request (and destroys the retired keys then)."""
-    from memstack.keystore import rotate_before_request
+    from memstack.foundation.keystore import rotate_before_request
     from memstack.schemas.events import ForgetScope
 
     keys = FileKeyStore(tmp_path)

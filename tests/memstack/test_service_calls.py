@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
 from memstack.schemas.errors import InvalidEventError
 from memstack.service_calls import Calls, parse_sse, time_param
 from memstack.service_config import ServiceConfig

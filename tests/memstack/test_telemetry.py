@@ -18,15 +18,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
+from memstack.foundation.telemetry import memory_tracer, operation_of
 from memstack.infra.topics import ensure_topics
-from memstack.settings import Settings
-from memstack.telemetry import memory_tracer, operation_of
 from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
 
 OFF = """
 import json, sys
 from memstack import MemoryClient, MemoryService
-from memstack.telemetry import memory_tracer
+from memstack.foundation.telemetry import memory_tracer
 service = MemoryService("http://127.0.0.1:9", "key", tenant="acme")
 print(json.dumps([service.tracer is None, memory_tracer() is None,
                   sorted(m for m in sys.modules if m.startswith("opentelemetry"))]))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import describe_topics, ensure_topics
 from memstack.jobs.ingest_otel import DEFAULT_RETENTION_MS, IngestOptions, ensure_otel_topic
 from memstack.jobs.run import worker_env
@@ -26,7 +27,6 @@ from memstack.pipelines.log_reader import read_bounded
 from memstack.pipelines.otel.otlp import decode, signals
 from memstack.pipelines.otel.turns import TurnLog
 from memstack.schemas.events import Event, parse_event
-from memstack.settings import Settings
 from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
 from tests.otel import genai_records
 

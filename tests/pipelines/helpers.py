@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.operators.mutations import MemoryRow, Mutation, PutMemory

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.pipelines.contracts import DeadLetter, Plan
 from memstack.pipelines.live import BatchTimes

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memstack.errors import ConfigError
+from memstack.foundation.errors import ConfigError
 from memstack.pipelines import onnx_export
 from memstack.pipelines.embedding import (
     EncoderMismatchError,

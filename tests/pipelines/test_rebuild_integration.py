@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.rebuild import rebuild
 from memstack.pipelines.stores.bundle import Stores, stores_dir
-from memstack.settings import Settings
 from tests.pipelines.helpers import builder, year
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.replay.functions import (
     END_OF_TIME,

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import CachingEncoder, MiniLMEncoder, make_encoder
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.replay.switch import current_stores, switch_stores
 from memstack.pipelines.service.switching import StoresSwitcher, SwitchHooks
 from memstack.pipelines.stores.bundle import Stores
-from memstack.settings import Settings
 from tests.pipelines.helpers import builder, record
 
 

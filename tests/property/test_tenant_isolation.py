@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.log import LogPosition
 from memstack.pipelines.embedding import MiniLMEncoder, shared_encoder
 from memstack.pipelines.stores.bundle import Stores

@@ -23,6 +23,7 @@ import pytest
 from kafka import KafkaProducer
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
 from memstack.operators.mutations import MemoryRow
 from memstack.pipelines import dlq
@@ -30,7 +31,6 @@ from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.rebuild import rebuild
 from memstack.pipelines.stores.base import Vectors
 from memstack.pipelines.stores.bundle import Stores
-from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
 

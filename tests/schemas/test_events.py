@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event, EventKind, parse_event
 from memstack.schemas.ids import is_uuid7, uuid7, uuid7_millis

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
+from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.service import spawn_service
-from memstack.settings import Settings
 from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
 
 KEYS = {"acme": "acme-key-all-0001", "other": "other-key-all-001",

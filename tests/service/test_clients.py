@@ -18,7 +18,7 @@ import threading
 import pytest
 from mcp import ClientSession
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.jobs.run import worker_env
 from memstack.schemas.errors import InvalidEventError
 from memstack.service_client import AsyncMemoryService, MemoryService

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from memstack.errors import BrokerUnavailableError
+from memstack.foundation.errors import BrokerUnavailableError
 from memstack.infra.net import free_port_pair
 from memstack.infra.preflight import TopicMissingError, require_topics
 from tests.conftest import KafkaUnderTest

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memstack.client import MemoryClient
+from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.log_reader import end_offsets
 from memstack.pipelines.projector import StoreProjector
@@ -23,7 +24,6 @@ from memstack.pipelines.shards.projector import ShardedProjector
 from memstack.pipelines.shards.reads import ShardReader
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
-from memstack.settings import Settings
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute, to_json

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from memstack.settings import Settings
+from memstack.foundation.settings import Settings
 from tests.conftest import KafkaUnderTest
 from tests.service.conftest import Service, fresh_settings, start_service, stop_service
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.log import LogPosition
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.log_reader import LogRecord

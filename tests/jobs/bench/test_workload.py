@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memstack.builders import Defaults, EventBuilder
+from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.jobs.bench.ingest import calls
 from memstack.jobs.bench.workload import conversation, mix, texts_of
 from memstack.schemas.events import EventKind
