@@ -53,10 +53,14 @@ def pyflink_dir() -> Path:
 
 def memstack_root() -> Path:
     """The folder holding the ``memstack`` package this process imports (its ``sys.path``
-    entry): the Python workers put it on their path (``python.pythonpath``)."""
-    import memstack
+    entry): the Python workers put it on their path (``python.pythonpath``). Found by its
+    spec, so infra imports nothing of the facade above it."""
+    import importlib.util
 
-    return Path(memstack.__file__).resolve().parent.parent
+    spec = importlib.util.find_spec("memstack")
+    if spec is None or spec.origin is None:
+        raise FlinkClusterError("the memstack package is not importable in this process")
+    return Path(spec.origin).resolve().parent.parent
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     from memstack.client import MemoryClient
     from memstack.infra.preflight import require_topics
     from memstack.pipelines.faust_app import build_live_app, run_worker
-    from memstack.pipelines.serve import create_app
+    from memstack.server.app import create_app
     from memstack.view.keys import ApiKeys
 
     keys = ApiKeys.from_env()  # fail before starting anything when no keys are configured
@@ -213,7 +213,7 @@ def _observed(app: FastAPI, live: LiveApp, projector: Any,
     ``--metrics-port`` serves the same metrics on a port of their own too."""
     from memstack.foundation.telemetry import memory_tracer
     from memstack.pipelines.metrics import LiveMetrics, attach
-    from memstack.pipelines.service.observe import observe
+    from memstack.server.observe import observe
 
     metrics = LiveMetrics()
     attach(metrics, live, projector)
@@ -239,8 +239,8 @@ def _announce(settings: Settings, directory: Path, encoder: str) -> Any:
 
 def openapi_app() -> FastAPI:
     """The service's app without stores or a worker (for the OpenAPI spec only)."""
-    from memstack.pipelines.serve import create_app
-    from memstack.pipelines.service.routes import add_service_routes
+    from memstack.server.app import create_app
+    from memstack.server.routes import add_service_routes
     from memstack.view.keys import ApiKeys
 
     def unused() -> Any:

@@ -5,7 +5,7 @@ the consumer group ``<prefix>-sharded``: it owns the partitions Kafka assigns it
 the shard ``<root>/shards/p<partition>`` (opened after each rebalance, resumed from the offset
 committed in it). It serves its shards' reads to the router on ``/shard/*`` and announces itself
 in ``<root>/workers/<worker>.json``. The **router** answers the read API over every shard
-(``memstack.pipelines.router``). See docs/scaling.md.
+(``memstack.server.router``). See docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -82,10 +82,10 @@ def run_shard_worker(settings: Settings, options: WorkerOptions) -> int:
     from memstack.pipelines.embedding import CachingEncoder, make_encoder
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.pipelines.log_reader import end_offsets
-    from memstack.pipelines.shards.api import shard_app
     from memstack.pipelines.shards.layout import WorkerCard, card_path, write_card
     from memstack.pipelines.shards.projector import ShardedProjector
-    from memstack.pipelines.shards.reads import ShardReader
+    from memstack.server.shards.api import shard_app
+    from memstack.server.shards.reads import ShardReader
 
     require_topics(settings.bootstrap, [settings.events_topic, settings.dlq_topic])
     root = sharded_root(settings, options.run.stores)
@@ -128,8 +128,8 @@ def run_router(settings: Settings, root: Path | None, peers: list[str], host: st
                after_timeout_s: float) -> int:
     """Serve the read API over every shard until SIGINT/SIGTERM."""
     from memstack.pipelines.log_reader import end_offsets
-    from memstack.pipelines.router.app import router_app
-    from memstack.pipelines.router.fanout import Fanout
+    from memstack.server.router.app import router_app
+    from memstack.server.router.fanout import Fanout
     from memstack.view.keys import ApiKeys
 
     keys = ApiKeys.from_env()

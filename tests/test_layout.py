@@ -97,7 +97,7 @@ def test_sdist_and_wheel_install_the_same_tree_and_pass_the_unit_tests(tmp_path:
     for needed in ["memstack/pipelines/live.py", "memstack/infra/kafka/pom.xml",
                    "memstack/infra/kafka/log4j2-broker.properties", "memstack/py.typed",
                    "memstack/schemas/event.v1.json",
-                   "memstack/pipelines/service/inspector/static/index.html"]:
+                   "memstack/server/inspector/static/index.html"]:
         assert needed in wheel_names, f"the wheel lacks {needed}"
     assert not any(n.startswith(("tests/", "memstack/tests/")) for n in wheel_names)
 

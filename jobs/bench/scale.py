@@ -48,8 +48,8 @@ from memstack.infra.topics import ensure_topics
 from memstack.jobs.bench.scale_workload import scale_log
 from memstack.jobs.broker_env import delete_topics, scratch_deployment
 from memstack.jobs.measure import Report, Result
-from memstack.pipelines.router.fanout import Coverage, Fanout
 from memstack.schemas.events import Event
+from memstack.server.router.fanout import Coverage, Fanout
 
 PARTITIONS = 8
 WORKERS = (1, 2, 4)

@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
 def _read_only(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from memstack.pipelines.serve import create_app
     from memstack.pipelines.stores.bundle import Stores, stores_dir
+    from memstack.server.app import create_app
     from memstack.view.keys import ApiKeys
 
     keys = ApiKeys.from_env()  # fail before opening anything when no keys are configured

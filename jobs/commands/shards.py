@@ -69,7 +69,7 @@ def _status(args: argparse.Namespace) -> int:
     from memstack.foundation.settings import Settings
     from memstack.jobs.shards import discover_workers, sharded_root
     from memstack.pipelines.log_reader import end_offsets
-    from memstack.pipelines.router.fanout import Fanout
+    from memstack.server.router.fanout import Fanout
 
     settings = Settings.from_env()
     ends = end_offsets(settings.bootstrap, settings.events_topic)

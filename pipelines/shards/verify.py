@@ -3,7 +3,7 @@
 The shards together hold what one store holds: every table's rows are the union of the
 shards' rows, except the fact versions, which a shard computes from its own entries only
 (a key whose entries straddle partitions gets versions from part of them on each shard; the
-router never reads them, see :mod:`memstack.pipelines.router.view`). So the union of records,
+router never reads them, see :mod:`memstack.server.router.view`). So the union of records,
 fact entries, offsets and memories is hashed as one table each, and the fact versions are
 recomputed from the union of the entries with the projector's fact operator. Equal hashes
 mean the sharded deployment answers from the same content as the single store

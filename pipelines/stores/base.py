@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from memstack.operators.log import LogPosition
 from memstack.operators.mutations import FactEntry, FactVersion, MemoryRow, Mutation, RecordRow
@@ -108,6 +109,14 @@ class EventIndex(Protocol):
         self, tenant: str, subject: str, relation: str | None = None
     ) -> list[FactVersion]: ...
 
+    def query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        """Read SQL over the event tables, as Arrow: the read side asks its questions here."""
+        ...
+
+    def table(self, name: str) -> pa.Table:
+        """Every row of one event table (comparisons across deployments)."""
+        ...
+
     def counts(self) -> dict[str, int]: ...
 
     def content_hashes(self) -> dict[str, str]: ...
@@ -126,13 +135,41 @@ class VectorIndex(Protocol):
     @property
     def dim(self) -> int: ...
 
-    def merge(self, rows: Sequence[MemoryRow], vectors: Vectors) -> MergeResult:
-        """Insert or update by ``memory_id`` (idempotent); ``vectors[i]`` embeds ``rows[i]``."""
+    def merge(self, rows: Sequence[MemoryRow], vectors: Vectors, *,
+              maintain: bool = True) -> MergeResult:
+        """Insert or update by ``memory_id`` (idempotent); ``vectors[i]`` embeds ``rows[i]``;
+        index maintenance runs when due unless ``maintain`` is off."""
         ...
 
     def delete(self, memory_ids: Iterable[str]) -> int: ...
 
     def get(self, memory_ids: Iterable[str]) -> list[MemoryRow]: ...
+
+    def rows_at(self, row_ids: Sequence[int], memory_ids: Sequence[str]) -> list[MemoryRow]:
+        """The rows of ``memory_ids`` by the row ids a search returned (by id when moved)."""
+        ...
+
+    def vectors_of(self, memory_ids: Sequence[str]) -> Vectors:
+        """The stored embeddings of ``memory_ids``, in the order given."""
+        ...
+
+    def scan(self, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows matching ``where`` (all when None), unranked."""
+        ...
+
+    def table(self) -> pa.Table:
+        """Every memory row with its vector (comparisons across deployments)."""
+        ...
+
+    def vector_candidates(self, vector: Vectors, *, tenant: str, k: int = 10,
+                          where: str | None = None) -> pa.Table:
+        """``search_vector`` as a table of candidate columns and ``score``."""
+        ...
+
+    def text_candidates(self, query: str, *, tenant: str, k: int = 10,
+                        where: str | None = None) -> pa.Table:
+        """The tenant's top ``k`` rows by BM25, as a table of candidate columns and ``score``."""
+        ...
 
     def count(self) -> int: ...
 

@@ -13,6 +13,7 @@ from typing import Self
 
 from memstack.foundation.settings import Settings
 from memstack.pipelines.stores import arrow
+from memstack.pipelines.stores.base import EventIndex, VectorIndex
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.pipelines.stores.lance_index import IndexPolicy, LanceVectorIndex
 from memstack.pipelines.stores.layout import DUCKDB_FILE, LANCE_DIR
@@ -34,8 +35,7 @@ def stores_dir(settings: Settings, name: str | None = None) -> Path:
 class Stores:
     """Both indexes of one directory. Use as a context manager, or call :meth:`close`."""
 
-    def __init__(self, directory: Path, events: DuckDBEventIndex,
-                 vectors: LanceVectorIndex) -> None:
+    def __init__(self, directory: Path, events: EventIndex, vectors: VectorIndex) -> None:
         self.directory = directory
         self.events = events
         self.vectors = vectors

@@ -16,7 +16,7 @@ from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.pipelines.contracts import DeadLetter, Plan
 from memstack.pipelines.live import BatchTimes
 from memstack.pipelines.metrics import LiveMetrics, consolidation_metrics, dead_letter_reason
-from memstack.pipelines.service.observe import route_of
+from memstack.server.observe import route_of
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

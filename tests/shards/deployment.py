@@ -17,13 +17,13 @@ from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.log_reader import end_offsets
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.rebuild import rebuild
-from memstack.pipelines.router.fanout import Coverage, Fanout
-from memstack.pipelines.router.view import RoutedMemory
-from memstack.pipelines.shards.api import shard_app
 from memstack.pipelines.shards.projector import ShardedProjector
-from memstack.pipelines.shards.reads import ShardReader
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
+from memstack.server.router.fanout import Coverage, Fanout
+from memstack.server.router.view import RoutedMemory
+from memstack.server.shards.api import shard_app
+from memstack.server.shards.reads import ShardReader
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute, to_json

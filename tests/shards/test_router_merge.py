@@ -18,12 +18,12 @@ import pytest
 from memstack.jobs.bench.scale_workload import scale_log, tenant_name
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.projector import StoreProjector
-from memstack.pipelines.router.fanout import Fanout
-from memstack.pipelines.shards.api import shard_app
 from memstack.pipelines.shards.layout import shard_dir
 from memstack.pipelines.shards.projector import ShardedProjector
-from memstack.pipelines.shards.reads import ShardReader
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.router.fanout import Fanout
+from memstack.server.shards.api import shard_app
+from memstack.server.shards.reads import ShardReader
 from memstack.view.ops import Query as Q
 from tests.jobs.bench.test_scale_bench import TOPIC, project, records_of
 from tests.shards.deployment import FAR, direct_hashes, queries, routed, routed_hashes
@@ -104,7 +104,7 @@ def test_a_missing_worker_makes_answers_partial(deployment: tuple[Path, list[str
 def test_router_http_keys_partial_fields_and_after(deployment: tuple[Path, list[str]]) -> None:
     from fastapi.testclient import TestClient
 
-    from memstack.pipelines.router.app import router_app
+    from memstack.server.router.app import router_app
     from memstack.view.keys import ApiKeys
 
     _, urls = deployment

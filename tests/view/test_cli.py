@@ -10,8 +10,8 @@ import pytest
 
 from memstack.cli import main
 from memstack.pipelines.embedding import MiniLMEncoder
-from memstack.pipelines.serve import create_app
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.app import create_app
 from memstack.view.keys import ApiKeys
 from tests.view.serving import serve_in_thread
 

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from memstack.jobs.commands.serve import openapi_text
 from memstack.pipelines.embedding import MiniLMEncoder
-from memstack.pipelines.serve import create_app
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.app import create_app
 from memstack.view.errors import AuthError
 from memstack.view.keys import ApiKeys
 

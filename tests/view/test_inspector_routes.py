@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstack.pipelines.embedding import MiniLMEncoder
-from memstack.pipelines.serve import create_app
-from memstack.pipelines.service.inspector import ASSETS
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.app import create_app
+from memstack.server.inspector import ASSETS
 from memstack.view.keys import ApiKeys
 from tests.view.givens import K
 
@@ -133,7 +133,7 @@ def test_a_wheel_carries_every_asset() -> None:
     from the checkout was checked to list them; this keeps new assets from being left out)."""
     root = Path(__file__).resolve().parents[2]
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    patterns = data["package-data"]["memstack.pipelines.service.inspector"]
+    patterns = data["package-data"]["memstack.server.inspector"]
     files = sorted(p.relative_to(ASSETS.parent).as_posix() for p in ASSETS.iterdir())
     assert {"static/index.html", "static/inspector.js", "static/inspector.css"} <= set(files)
     assert [f for f in files if not any(fnmatch.fnmatch(f, p) for p in patterns)] == []

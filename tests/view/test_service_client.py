@@ -14,8 +14,8 @@ import pytest
 
 from memstack.infra.net import free_port_pair
 from memstack.pipelines.embedding import MiniLMEncoder
-from memstack.pipelines.serve import create_app
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.app import create_app
 from memstack.service_client import AsyncMemoryService, MemoryService
 from memstack.service_types import (
     AuthenticationError,

@@ -15,10 +15,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from memstack.pipelines.service.changes import FeedGoneError
-from memstack.pipelines.service.deps import Tenant, authorized
 from memstack.pipelines.service.live import LiveService
 from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.pipelines.service.writes import WriteRejectedError, parse_events
+from memstack.server.deps import Tenant, authorized
 from memstack.view.keys import Grant
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The HTTP service's dependencies: path and query parameters, API-key authorization (401 /
 403), waiting for ``after=`` (422 / 504), and one tenant's reader under the stores gate.
 
-Shared by the read routes (:mod:`memstack.pipelines.serve`), the write, forget and feed routes
-(:mod:`memstack.pipelines.service.routes`), the inspector and the shard router, so that each
+Shared by the read routes (:mod:`memstack.server.app`), the write, forget and feed routes
+(:mod:`memstack.server.routes`), the inspector and the shard router, so that each
 is declared once and none of them imports the app that mounts it.
 """
 

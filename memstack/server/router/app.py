@@ -16,9 +16,8 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from memstack.pipelines.router.fanout import Coverage, Fanout, ShardsBehindError
-from memstack.pipelines.router.view import RoutedMemory
-from memstack.pipelines.service.deps import (
+from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.server.deps import (
     After,
     Known,
     Relation,
@@ -28,7 +27,8 @@ from memstack.pipelines.service.deps import (
     Valid,
     authorized,
 )
-from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.server.router.fanout import Coverage, Fanout, ShardsBehindError
+from memstack.server.router.view import RoutedMemory
 from memstack.view.errors import ViewError
 from memstack.view.keys import ApiKeys, Grant
 from memstack.view.memory_view import MemoryView

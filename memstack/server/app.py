@@ -10,7 +10,7 @@ called per request), so it can be
 ``memstack serve`` passes a :class:`LiveService` (``service=``): then the read routes accept
 ``after=<position token>`` and wait for the stores to apply it, reads hold the stores' gate
 shared (a forget takes it alone), and the write, forget and change-feed routes are added
-(``memstack.pipelines.service.routes``).
+(``memstack.server.routes``).
 
 Every route is under ``/v1/tenants/{tenant}/`` and needs an API key (``Authorization: Bearer
 KEY`` or ``X-API-Key: KEY``) granted that tenant and the route's role (read, write, forget):
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
-from memstack.pipelines.service.deps import Known, Relation, Session, Subject, Valid, View
 from memstack.pipelines.stores.errors import StoreError
+from memstack.server.deps import Known, Relation, Session, Subject, Valid, View
 from memstack.view.errors import TenantScopeError, ViewError
 from memstack.view.keys import ApiKeys
 from memstack.view.ops import Query as Q
@@ -75,7 +75,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
     app.state.service = service
     _routes(app)
     if service is not None:
-        from memstack.pipelines.service.routes import add_service_routes
+        from memstack.server.routes import add_service_routes
 
         add_service_routes(app)
     _errors(app)
@@ -87,7 +87,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
 
 def _mount_inspector(app: FastAPI) -> None:
     """The memory inspector at ``/ui`` and its read routes (docs/inspector.md)."""
-    from memstack.pipelines.service.inspector import add_inspector
+    from memstack.server.inspector import add_inspector
 
     add_inspector(app)
 

@@ -23,7 +23,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
-from memstack.pipelines.service.deps import View
+from memstack.server.deps import View
 from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
 
 ASSETS = Path(__file__).parent / "static"

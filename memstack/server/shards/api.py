@@ -18,10 +18,10 @@ from fastapi import Body, FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 
 from memstack.operators.mutations import FactEntry, MemoryRow, RecordRow
-from memstack.pipelines.shards import wire
 from memstack.pipelines.shards.projector import ShardedProjector
-from memstack.pipelines.shards.reads import ShardReader, ShardSearch
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.shards import wire
+from memstack.server.shards.reads import ShardReader, ShardSearch
 from memstack.view.errors import ViewError
 
 

@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from memstack.operators.facts import FactOperator
 from memstack.operators.mutations import FactEntry, MemoryRow, RecordRow
-from memstack.pipelines.router.fanout import Coverage, Fanout, Gathered
-from memstack.pipelines.shards import bm25, wire
-from memstack.pipelines.shards.reads import ShardSearch
+from memstack.pipelines.shards import bm25
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.schemas.events import TEXT_KINDS
+from memstack.server.router.fanout import Coverage, Fanout, Gathered
+from memstack.server.shards import wire
+from memstack.server.shards.reads import ShardSearch
 from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError
 from memstack.view.fusion import Candidate, fuse
