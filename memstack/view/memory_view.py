@@ -173,7 +173,7 @@ class AsOfView:
             rows = facts_at_cut(events, self.tenant, cut, self.as_of.valid, subject, relation)
         else:
             rows = events.facts_as_of(self.tenant, subject=subject, relation=relation,
-                                      vt=self.as_of.valid, tt=self.as_of.known_time)
+                                      valid=self.as_of.valid, known=self.as_of.known_time)
         return _own(rows, self.tenant, "facts")
 
     def history(self, subject: str, relation: str | None = None) -> list[Fact]:

@@ -63,7 +63,7 @@ class StoreTeacher:
         for all the cues' subjects (the live worker asks once per batch)."""
         subjects = sorted({cue.subject for cue in cues})
         found: dict[tuple[str, str], set[str]] = {}
-        for row in self.events.facts_as_of_subjects(self.tenant, subjects, vt=at, tt=at):
+        for row in self.events.facts_as_of_subjects(self.tenant, subjects, valid=at, known=at):
             found.setdefault((row.subject, row.relation), set()).add(row.object)
         return [sorted(found.get((cue.subject, cue.relation), ())) for cue in cues]
 

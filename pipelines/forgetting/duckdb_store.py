@@ -143,7 +143,7 @@ class DuckDBForgetStore:
         for tt in (*times[::step], *times[-1:]):
             found += sum(1 for r in self.index.records(tenant, until=tt + _US)
                          if r.event_id in probe.event_ids)
-            found += sum(1 for v in self.index.facts_as_of(tenant, vt=tt, tt=tt)
+            found += sum(1 for v in self.index.facts_as_of(tenant, valid=tt, known=tt)
                          if v.source_event_id in probe.event_ids)
         return [Residual(NAME, "as_of", found, f"{len(probe.known_times)} known times")] \
             if found else []

@@ -93,14 +93,15 @@ class EventIndex(Protocol):
 
     def facts_as_of(
         self, tenant: str, *, subject: str | None = None, relation: str | None = None,
-        vt: datetime | None = None, tt: datetime | LogPosition | None = None,
+        valid: datetime | None = None, known: datetime | LogPosition | None = None,
     ) -> list[FactVersion]:
-        """Versions with ``vt_from <= vt < vt_to`` and ``tt_from <= tt < tt_to`` (default now)."""
+        """Versions as of ``valid`` and ``known`` (each defaults to now; ``known`` may be a log
+        position): the as-of rule of :mod:`memstack.schemas.asof`."""
         ...
 
     def facts_as_of_subjects(
-        self, tenant: str, subjects: Sequence[str], *, vt: datetime | None = None,
-        tt: datetime | None = None,
+        self, tenant: str, subjects: Sequence[str], *, valid: datetime | None = None,
+        known: datetime | None = None,
     ) -> list[FactVersion]:
         """``facts_as_of`` of every subject in ``subjects`` (all relations), one query."""
         ...

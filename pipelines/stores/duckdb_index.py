@@ -298,19 +298,20 @@ class DuckDBEventIndex:
 
     def facts_as_of(
         self, tenant: str, *, subject: str | None = None, relation: str | None = None,
-        vt: datetime | None = None, tt: datetime | LogPosition | None = None,
+        valid: datetime | None = None, known: datetime | LogPosition | None = None,
     ) -> list[FactVersion]:
         now = datetime.now(UTC)
-        vt = vt or now
+        valid = valid or now
         head, params = _source(subject)
-        if isinstance(tt, LogPosition):  # known at a position: (time, partition, offset) order
-            valid, valid_params = asof.duckdb_sql(vt, None)
-            sql = [head, f"WHERE tenant = ? AND {valid}",
+        if isinstance(known, LogPosition):  # known at a position: (time, partition, offset)
+            valid_sql, valid_params = asof.duckdb_sql(valid, None)
+            sql = [head, f"WHERE tenant = ? AND {valid_sql}",
                    "AND (tt_from, tt_from_partition, tt_from_offset) <= (?, ?, ?) AND "
                    "(tt_to IS NULL OR (tt_to, tt_to_partition, tt_to_offset) > (?, ?, ?))"]
-            params += [tenant, *valid_params, *[tt.log_time, tt.partition, tt.offset] * 2]
+            params += [tenant, *valid_params,
+                       *[known.log_time, known.partition, known.offset] * 2]
         else:
-            where, rule_params = asof.duckdb_sql(vt, tt or now)
+            where, rule_params = asof.duckdb_sql(valid, known or now)
             sql = [head, f"WHERE tenant = ? AND {where}"]
             params += [tenant, *rule_params]
         if relation is not None:
@@ -320,14 +321,14 @@ class DuckDBEventIndex:
         return arrow.to_versions(self.query(" ".join(sql), params))
 
     def facts_as_of_subjects(
-        self, tenant: str, subjects: Sequence[str], *, vt: datetime | None = None,
-        tt: datetime | None = None,
+        self, tenant: str, subjects: Sequence[str], *, valid: datetime | None = None,
+        known: datetime | None = None,
     ) -> list[FactVersion]:
         """:meth:`facts_as_of` for many subjects in one query (every relation)."""
         if not subjects:
             return []
         now = datetime.now(UTC)
-        where, params = asof.duckdb_sql(vt or now, tt or now)
+        where, params = asof.duckdb_sql(valid or now, known or now)
         sql = (f"WITH k AS MATERIALIZED (SELECT {_VERSION_COLS} FROM fact_versions WHERE "
                f"subject IN (SELECT unnest(?::VARCHAR[]))) SELECT {_VERSION_COLS} FROM k "
                f"WHERE tenant = ? AND {where} ORDER BY subject, relation, vt_from, object")

@@ -126,7 +126,7 @@ def assert_nothing_answers(stores: ForgetStores, events: list[LoggedEvent],
         for tt in times:
             assert not {r.event_id for r in s.events.records(tenant, until=tt)} & gone
             for vt in times:
-                facts = s.events.facts_as_of(tenant, vt=vt, tt=tt)
+                facts = s.events.facts_as_of(tenant, valid=vt, known=tt)
                 assert not {v.source_event_id for v in facts} & gone
         for e in events:
             if e.event.event_id in gone and (text := e.event.text()):

@@ -110,13 +110,13 @@ class EventIndexContract:
         def objects(**kw: object) -> list[str]:
             return [v.object for v in index.facts_as_of("acme", subject="ana", **kw)]  # type: ignore[arg-type]  # kwargs for the test
 
-        assert objects(vt=year(2021)) == ["Lisbon"]
-        assert objects(vt=year(2023)) == ["Porto"]
-        assert objects(vt=year(2023), tt=at(1)) == ["Lisbon"]  # known then: Lisbon, open-ended
-        assert objects(vt=year(2023), tt=LogPosition(at(2), 0, 1)) == ["Lisbon"]
-        assert objects(vt=year(2023), tt=LogPosition(at(2), 0, 2)) == ["Porto"]
-        assert objects(vt=year(2023), tt=at(0)) == []
-        assert index.facts_as_of("other", vt=year(2023)) == []
+        assert objects(valid=year(2021)) == ["Lisbon"]
+        assert objects(valid=year(2023)) == ["Porto"]
+        assert objects(valid=year(2023), known=at(1)) == ["Lisbon"]  # known then: Lisbon, open
+        assert objects(valid=year(2023), known=LogPosition(at(2), 0, 1)) == ["Lisbon"]
+        assert objects(valid=year(2023), known=LogPosition(at(2), 0, 2)) == ["Porto"]
+        assert objects(valid=year(2023), known=at(0)) == []
+        assert index.facts_as_of("other", valid=year(2023)) == []
 
     def test_facts_as_of_subjects_is_facts_as_of_of_each_subject(self, index: EventIndex) -> None:
         b = builder()
@@ -126,7 +126,8 @@ class EventIndexContract:
                   logged(b.fact("s", "bob", "lives_in", "Faro", valid_from=year(2021)), 3),
                   logged(b.fact("s", "cy", "lives_in", "Braga", valid_from=year(2020)), 4)]
         index.apply(mutations(events), {0: 5}, topic=TOPIC)
-        for kw in ({"vt": year(2021)}, {"vt": year(2023)}, {"vt": year(2023), "tt": at(1)}, {}):
+        for kw in ({"valid": year(2021)}, {"valid": year(2023)},
+                   {"valid": year(2023), "known": at(1)}, {}):
             many = index.facts_as_of_subjects("acme", ["ana", "bob", "nobody"], **kw)  # type: ignore[arg-type]  # kwargs for the test
             each = [v for who in ("ana", "bob", "nobody")
                     for v in index.facts_as_of("acme", subject=who, **kw)]  # type: ignore[arg-type]  # kwargs for the test
@@ -150,6 +151,6 @@ class EventIndexContract:
         want = sorted(operator.facts.state_of(key).versions, key=lambda v: v.version_id)
         got = sorted(index.fact_history("acme", "ana", "lives_in"), key=lambda v: v.version_id)
         assert got == want
-        assert index.facts_as_of("acme", subject="ana", vt=year(2025)) == []
-        assert [v.object for v in index.facts_as_of("acme", subject="ana", vt=year(2021))] == [
+        assert index.facts_as_of("acme", subject="ana", valid=year(2025)) == []
+        assert [v.object for v in index.facts_as_of("acme", subject="ana", valid=year(2021))] == [
             "Lisbon"]

@@ -57,7 +57,7 @@ def test_records_become_rows_vectors_facts_and_dead_letters(
         assert stores.events.counts()["records"] == 4  # message, tool call/result, note
         record_row = stores.events.record(plan.events[0].event.event_id)
         assert record_row is not None and record_row.tt == at(0) and record_row.offset == 0
-        now = stores.events.facts_as_of("acme", subject="ana", vt=year(2026))
+        now = stores.events.facts_as_of("acme", subject="ana", valid=year(2026))
         assert [v.object for v in now] == ["Porto"]
         assert stores.vectors.count() == 4
         texts = [m.row for m in plan.mutations if isinstance(m, PutMemory)]

@@ -41,7 +41,7 @@ def test_emitted_events_are_rebuilt_with_log_append_times(
             assert (row.tt, row.partition, row.offset) == (w.log_time, w.partition, w.offset)
             memory = stores.vectors.get([event.event_id])[0]
             assert (memory.tt_from, memory.offset) == (w.log_time, w.offset)
-        porto = stores.events.facts_as_of("acme", subject="ana", vt=year(2026))
+        porto = stores.events.facts_as_of("acme", subject="ana", valid=year(2026))
         assert [(v.object, v.tt_from) for v in porto] == [("Porto", written[3].log_time)]
         assert result.content_hash == stores.content_hash()
 
