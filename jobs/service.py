@@ -169,8 +169,8 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     from memstack.client import MemoryClient
     from memstack.infra.preflight import require_topics
     from memstack.pipelines.faust_app import build_live_app, run_worker
+    from memstack.server.api_keys import ApiKeys
     from memstack.server.app import create_app
-    from memstack.view.keys import ApiKeys
 
     keys = ApiKeys.from_env()  # fail before starting anything when no keys are configured
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
@@ -239,9 +239,9 @@ def _announce(settings: Settings, directory: Path, encoder: str) -> Any:
 
 def openapi_app() -> FastAPI:
     """The service's app without stores or a worker (for the OpenAPI spec only)."""
+    from memstack.server.api_keys import ApiKeys
     from memstack.server.app import create_app
     from memstack.server.routes import add_service_routes
-    from memstack.view.keys import ApiKeys
 
     def unused() -> Any:
         raise AssertionError("the spec needs no stores")

@@ -128,9 +128,9 @@ def run_router(settings: Settings, root: Path | None, peers: list[str], host: st
                after_timeout_s: float) -> int:
     """Serve the read API over every shard until SIGINT/SIGTERM."""
     from memstack.pipelines.log_reader import end_offsets
+    from memstack.server.api_keys import ApiKeys
     from memstack.server.router.app import router_app
     from memstack.server.router.fanout import Fanout
-    from memstack.view.keys import ApiKeys
 
     keys = ApiKeys.from_env()
     fanout = Fanout(discover_workers(sharded_root(settings, root), peers),

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from memstack.view.keys import add_key, keys_file
+    from memstack.server.api_keys import add_key, keys_file
 
     path = keys_file()
     key = add_key(path, args.tenant, args.role or ["read"], args.label)
@@ -33,7 +33,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from memstack.view.keys import ApiKeys, keys_file
+    from memstack.server.api_keys import ApiKeys, keys_file
 
     path = keys_file()
     if not path.exists():

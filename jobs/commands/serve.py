@@ -79,8 +79,8 @@ def _read_only(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from memstack.pipelines.stores.bundle import Stores, stores_dir
+    from memstack.server.api_keys import ApiKeys
     from memstack.server.app import create_app
-    from memstack.view.keys import ApiKeys
 
     keys = ApiKeys.from_env()  # fail before opening anything when no keys are configured
     directory = args.stores or stores_dir(settings)

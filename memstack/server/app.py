@@ -28,9 +28,9 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
 from memstack.pipelines.stores.errors import StoreError
+from memstack.server.api_keys import ApiKeys
 from memstack.server.deps import Known, Relation, Session, Subject, Valid, View
 from memstack.view.errors import TenantScopeError, ViewError
-from memstack.view.keys import ApiKeys
 from memstack.view.ops import Query as Q
 from memstack.view.types import (
     Context,

@@ -19,7 +19,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.pipelines.service.watch import StoresBehindError
-from memstack.view.keys import Grant
+from memstack.server.api_keys import Grant
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute

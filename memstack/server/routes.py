@@ -18,8 +18,8 @@ from memstack.pipelines.service.changes import FeedGoneError
 from memstack.pipelines.service.live import LiveService
 from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.pipelines.service.writes import WriteRejectedError, parse_events
+from memstack.server.api_keys import Grant
 from memstack.server.deps import Tenant, authorized
-from memstack.view.keys import Grant
 
 log = logging.getLogger(__name__)
 

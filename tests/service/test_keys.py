@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from memstack.server.api_keys import ApiKeys, add_key, digest
 from memstack.view.errors import AuthError
-from memstack.view.keys import ApiKeys, add_key, digest
 
 
 def test_env_keys_are_hashed_on_load_with_roles() -> None:

@@ -104,8 +104,8 @@ def test_a_missing_worker_makes_answers_partial(deployment: tuple[Path, list[str
 def test_router_http_keys_partial_fields_and_after(deployment: tuple[Path, list[str]]) -> None:
     from fastapi.testclient import TestClient
 
+    from memstack.server.api_keys import ApiKeys
     from memstack.server.router.app import router_app
-    from memstack.view.keys import ApiKeys
 
     _, urls = deployment
     keys = ApiKeys.from_env({"MEMSTACK_API_KEYS": f"reader-key-1:{TENANTS[0]}:read"})

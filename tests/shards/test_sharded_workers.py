@@ -27,9 +27,9 @@ from memstack.infra.topics import ensure_topics
 from memstack.jobs.bench.scale_workload import scale_log, tenant_name
 from memstack.jobs.shards import discover_workers, spawn_shard_worker, wait_for_cards
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.api_keys import ApiKeys
 from memstack.server.router.app import router_app
 from memstack.server.router.fanout import Fanout
-from memstack.view.keys import ApiKeys
 from memstack.view.ops import Query as Q
 from tests.conftest import KafkaUnderTest
 from tests.shards.deployment import (

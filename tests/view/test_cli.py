@@ -11,8 +11,8 @@ import pytest
 from memstack.cli import main
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.api_keys import ApiKeys
 from memstack.server.app import create_app
-from memstack.view.keys import ApiKeys
 from tests.view.serving import serve_in_thread
 
 KEY = "cli-test-key-1"

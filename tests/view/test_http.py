@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 from memstack.jobs.commands.serve import openapi_text
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.api_keys import ApiKeys
 from memstack.server.app import create_app
 from memstack.view.errors import AuthError
-from memstack.view.keys import ApiKeys
 
 ACME_KEY = "acme-key-0001"
 OTHER_KEY = "other-key-0001"

@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.api_keys import ApiKeys
 from memstack.server.app import create_app
 from memstack.server.inspector import ASSETS
-from memstack.view.keys import ApiKeys
 from tests.view.givens import K
 
 ACME = "acme-key-0001"

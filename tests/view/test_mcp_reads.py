@@ -17,8 +17,8 @@ from mcp import ClientSession
 from memstack.mcp.http import mount_mcp
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.api_keys import ApiKeys
 from memstack.server.app import create_app
-from memstack.view.keys import ApiKeys
 from tests.mcp.driver import TOOLS, call, fails, over_http, over_stdio
 from tests.view.serving import serve_in_thread
 

@@ -15,6 +15,7 @@ import pytest
 from memstack.infra.net import free_port_pair
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
+from memstack.server.api_keys import ApiKeys
 from memstack.server.app import create_app
 from memstack.service_client import AsyncMemoryService, MemoryService
 from memstack.service_types import (
@@ -23,7 +24,6 @@ from memstack.service_types import (
     PermissionDeniedError,
     ServiceUnavailableError,
 )
-from memstack.view.keys import ApiKeys
 from memstack.view.types import Context, FactsAnswer, SearchAnswer
 from tests.view.serving import serve_in_thread
 

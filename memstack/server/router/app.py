@@ -17,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.server.api_keys import ApiKeys, Grant
 from memstack.server.deps import (
     After,
     Known,
@@ -30,7 +31,6 @@ from memstack.server.deps import (
 from memstack.server.router.fanout import Coverage, Fanout, ShardsBehindError
 from memstack.server.router.view import RoutedMemory
 from memstack.view.errors import ViewError
-from memstack.view.keys import ApiKeys, Grant
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute, to_json
