@@ -97,9 +97,7 @@ def ingested(events: Sequence[Event], name: str, report: Report,
     settings = Settings.from_env().with_(topic_prefix=f"eval-{name}-{uuid.uuid4().hex[:8]}")
     with broker_for(settings) as ready, tempfile.TemporaryDirectory() as tmp:
         with MemoryClient(TENANT, "eval", settings=ready) as client:
-            pending = client.emit_many(list(events))
-            client.flush()
-            written = [p.get() for p in pending]
+            written = client.emit_confirmed(list(events))
         report("emitted %d events to %s (%d partitions)", len(written), ready.events_topic,
                len({w.partition for w in written}))
         result = rebuild(ready.bootstrap, ready.events_topic, Path(tmp) / "stores",
