@@ -37,10 +37,7 @@ def emit_conversations(settings: Settings, sessions: int) -> int:
     builder = EventBuilder(Defaults("bench", "helper"))
     events = [e for i in range(sessions) for e in conversation(builder, i)]
     with MemoryClient("bench", "helper", settings=settings) as client:
-        pending = client.emit_many(events)
-        client.flush()
-        for p in pending:
-            p.get()
+        client.emit_confirmed(events)
     return len(events)
 
 

@@ -130,6 +130,12 @@ class MemoryClient(EventBuilder):
         """Send a batch; all are validated before the first is sent."""
         return [self.emit(e) for e in checked_all(events)]
 
+    def emit_confirmed(self, events: Sequence[Event | dict[str, Any]]) -> list[Written]:
+        """Send a batch and block until the log acknowledged all of it; where each one landed."""
+        pending = self.emit_many(events)
+        self.flush()
+        return [p.get() for p in pending]
+
     def build(self, kind: EventKind, session: str, payload: dict[str, Any], **env: Any) -> Event:
         """Helpers (``message``, ``fact``, ...) build, validate and emit in one call."""
         event = super().build(kind, session, payload, **env)

@@ -19,7 +19,10 @@ import functools
 import json
 import math
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -100,26 +103,17 @@ def restore_sums(data: bytes) -> SessionSums:
     if len(data) < _PREFIX.size or _PREFIX.unpack_from(data)[0] != MAGIC_FIXED:
         raise SnapshotFormatError("not a fixed-size session-state snapshot; rebuild by replay")
     _, version, head_len = _PREFIX.unpack_from(data)
-    if version > FORMAT_VERSION:
-        raise SnapshotFormatError(f"snapshot format {version} is newer than {FORMAT_VERSION}; "
-                                  "upgrade memstack to read it")
-    start = _PREFIX.size
-    try:
-        header = json.loads(data[start:start + head_len])
-        config = StateConfig(**header["config"])
-        n = matrix_bytes(config) // config.torch_dtype.itemsize
-        body = memoryview(data)[start + head_len:]
+    _check_version(version)
+    with _corrupt_is_format_error():
+        header, config, body = _header_and_body(data, head_len)
         if len(body) != matrix_bytes(config):
             raise ValueError("trailing or missing bytes")
-        np_dtype = np.dtype("<f8" if config.dtype == "float64" else "<f4")
-        flat = torch.from_numpy(np.frombuffer(body, np_dtype, count=n).copy())
         last = header["last_time"]
-        return SessionSums(config, _unpack_sums(flat, config.dim), float(header["ref_time"]),
+        return SessionSums(config, _unpack_sums(_flat_sums(config, body), config.dim),
+                           float(header["ref_time"]),
                            -math.inf if last is None else float(last),
                            tuple(int(c) for c in header["counts"]),
                            {str(k): int(v) for k, v in header["marks"].items()})
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SnapshotFormatError(f"corrupt snapshot ({exc}); rebuild it by replay") from exc
 
 
 def snapshot(state: SessionState) -> bytes:
@@ -145,25 +139,47 @@ def restore(data: bytes) -> SessionState:
     magic, version, head_len = _PREFIX.unpack_from(data)
     if magic != MAGIC:
         raise SnapshotFormatError("not a session-state snapshot (bad magic)")
+    _check_version(version)
+    with _corrupt_is_format_error():
+        header, config, body = _header_and_body(data, head_len)
+        return _decode(config, header, body)
+
+
+def _check_version(version: int) -> None:
+    """Both snapshot forms: a newer format than this code writes is refused, not guessed at."""
     if version > FORMAT_VERSION:
         raise SnapshotFormatError(f"snapshot format {version} is newer than {FORMAT_VERSION}; "
                                   "upgrade memstack to read it")
-    start = _PREFIX.size
+
+
+@contextmanager
+def _corrupt_is_format_error() -> Iterator[None]:
+    """Bytes that do not decode (bad JSON, missing keys, short body) are a corrupt snapshot."""
     try:
-        header = json.loads(data[start:start + head_len])
-        config = StateConfig(**header["config"])
-        return _decode(config, header, memoryview(data)[start + head_len:])
+        yield
     except (ValueError, KeyError, TypeError) as exc:
         raise SnapshotFormatError(f"corrupt snapshot ({exc}); rebuild it by replay") from exc
 
 
-def _decode(config: StateConfig, header: dict[str, object], body: memoryview) -> SessionState:
-    d, dtype = config.dim, config.torch_dtype
-    ids = tuple(str(i) for i in header["ids"])  # type: ignore[attr-defined]  # a JSON list
-    n_sums = matrix_bytes(config) // dtype.itemsize
+def _header_and_body(data: bytes, head_len: int) -> tuple[Any, StateConfig, memoryview]:
+    """The JSON header after the prefix, its config, and the bytes after the header."""
+    start = _PREFIX.size
+    header = json.loads(data[start:start + head_len])
+    return header, StateConfig(**header["config"]), memoryview(data)[start + head_len:]
+
+
+def _flat_sums(config: StateConfig, body: memoryview) -> torch.Tensor:
+    """The stored sums block at the start of ``body``, flat, in the accumulator dtype."""
+    n = matrix_bytes(config) // config.torch_dtype.itemsize
     np_dtype = np.dtype("<f8" if config.dtype == "float64" else "<f4")
-    flat = torch.from_numpy(np.frombuffer(body, np_dtype, count=n_sums).copy())
-    offset = n_sums * dtype.itemsize
+    return torch.from_numpy(np.frombuffer(body, np_dtype, count=n).copy())
+
+
+def _decode(config: StateConfig, header: dict[str, object], body: memoryview) -> SessionState:
+    d = config.dim
+    ids = tuple(str(i) for i in header["ids"])  # type: ignore[attr-defined]  # a JSON list
+    flat = _flat_sums(config, body)
+    offset = matrix_bytes(config)
     heads = torch.from_numpy(np.frombuffer(body, np.uint8, len(ids), offset).astype(np.int64))
     offset += len(ids)
     values = np.frombuffer(body, "<f4", len(ids) * d, offset).reshape(len(ids), d)

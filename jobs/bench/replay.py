@@ -58,10 +58,7 @@ def _emit(settings: Settings, events: int) -> int:
     for i in range(events // 10):
         batch += conversation(builder, i)
     with MemoryClient("bench", "helper", settings=settings) as client:
-        pending = client.emit_many(batch)
-        client.flush()
-        for p in pending:
-            p.get()
+        client.emit_confirmed(batch)
     return len(batch)
 
 

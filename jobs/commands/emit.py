@@ -55,9 +55,6 @@ def run(args: argparse.Namespace) -> int:
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic])
     # One client per (tenant, agent) pair is not needed: emit() takes whole events.
     with MemoryClient(tenant="_cli", agent="_cli", settings=settings) as client:
-        pending = client.emit_many(events)
-        client.flush()
-        written = [p.get() for p in pending]
-        sent = len(written)
+        sent = len(client.emit_confirmed(events))
     print(json.dumps({"sent": sent, "invalid": len(errors)}))
     return 0

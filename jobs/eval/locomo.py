@@ -32,6 +32,7 @@ from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.settings import Settings
 from memstack.jobs.eval.locomo_data import (
     CATEGORIES,
+    CachedEncoder,
     Conversation,
     Question,
     corrected,
@@ -40,7 +41,6 @@ from memstack.jobs.eval.locomo_data import (
 )
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.embedding import Encoder, shared_encoder
-from memstack.pipelines.stores.base import Vectors
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
 from memstack.view import MemoryView, SearchMode
@@ -50,32 +50,6 @@ log = logging.getLogger(__name__)
 TENANT = "locomo"
 MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
 KS = (5, 10)
-
-
-class CachedEncoder:
-    """An encoder that answers primed texts from memory (questions are encoded in one batch)."""
-
-    def __init__(self, base: Encoder) -> None:
-        self.base = base
-        self._cache: dict[str, Vectors] = {}
-
-    @property
-    def name(self) -> str:
-        return self.base.name
-
-    @property
-    def dim(self) -> int:
-        return self.base.dim
-
-    def prime(self, texts: Sequence[str]) -> None:
-        todo = sorted({t for t in texts if t not in self._cache})
-        for text, vector in zip(todo, self.base.encode(todo), strict=True):
-            self._cache[text] = vector
-
-    def encode(self, texts: Sequence[str]) -> Vectors:
-        self.prime(texts)
-        out: Vectors = np.stack([self._cache[t] for t in texts]).astype(np.float32)
-        return out
 
 
 @dataclass(frozen=True)
@@ -97,9 +71,7 @@ def ingested(events: Sequence[Event], name: str, report: Report,
     settings = Settings.from_env().with_(topic_prefix=f"eval-{name}-{uuid.uuid4().hex[:8]}")
     with broker_for(settings) as ready, tempfile.TemporaryDirectory() as tmp:
         with MemoryClient(TENANT, "eval", settings=ready) as client:
-            pending = client.emit_many(list(events))
-            client.flush()
-            written = [p.get() for p in pending]
+            written = client.emit_confirmed(list(events))
         report("emitted %d events to %s (%d partitions)", len(written), ready.events_topic,
                len({w.partition for w in written}))
         result = rebuild(ready.bootstrap, ready.events_topic, Path(tmp) / "stores",

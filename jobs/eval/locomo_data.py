@@ -11,13 +11,19 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memstack.foundation.errors import MemstackError
+
+if TYPE_CHECKING:
+    from memstack.pipelines.embedding import Encoder
+    from memstack.pipelines.stores.base import Vectors
 
 EVAL_DIR_ENV = "MEMSTACK_EVAL_DIR"
 TURN_SPACING = timedelta(seconds=30)
@@ -152,3 +158,34 @@ def corrected(question: Question, found: dict[str, Erratum]) -> Question:
         raise ValueError(f"erratum {question.qid} is about {erratum.question!r}, the data has "
                          f"{question.question!r}; the audit does not match this data version")
     return replace(question, evidence=erratum.correct_evidence)
+
+
+class CachedEncoder:
+    """An encoder that answers primed texts from memory (questions are encoded in one batch)."""
+
+    def __init__(self, base: Encoder) -> None:
+        self.base = base
+        self._cache: dict[str, Vectors] = {}
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def dim(self) -> int:
+        return self.base.dim
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The distinct texts not cached yet, sorted (the batch :meth:`prime` encodes)."""
+        return sorted({t for t in texts if t not in self._cache})
+
+    def prime(self, texts: Sequence[str]) -> None:
+        todo = self.missing(texts)
+        if todo:
+            for text, vector in zip(todo, self.base.encode(todo), strict=True):
+                self._cache[text] = np.asarray(vector, dtype=np.float32)
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        self.prime(texts)
+        out: Vectors = np.stack([self._cache[t] for t in texts]).astype(np.float32)
+        return out

@@ -70,9 +70,7 @@ def stores_from_log(events: Sequence[Event], encoder: Encoder, report: Report
                                       bootstrap=f"127.0.0.1:{port}")
         with broker_for(settings) as ready:
             with MemoryClient(TENANT, "eval", settings=ready) as client:
-                pending = client.emit_many(list(events))
-                client.flush()
-                [p.get() for p in pending]
+                client.emit_confirmed(list(events))
             done = rebuild(ready.bootstrap, ready.events_topic, Path(tmp) / "stores",
                            encoder=encoder)
             report("rebuilt stores from the log: %d events in %.1f s", done.events, done.seconds)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from memstack.jobs.eval.locomo_data import Conversation, Question, load
+from memstack.jobs.eval.locomo_data import CachedEncoder, Conversation, Question, load
 from memstack.jobs.measure import Report
 from memstack.pipelines.embedding import Encoder
 
@@ -65,49 +65,34 @@ class Stream:
         return len(self.texts)
 
 
-class CachedVectors:
+class CachedVectors(CachedEncoder):
     """Text -> unit vector, from the cache file or the encoder (then saved)."""
 
     def __init__(self, encoder: Encoder, path: Path = CACHE) -> None:
-        self.encoder, self.path = encoder, path
-        self._known: dict[str, F32] = {}
+        super().__init__(encoder)
+        self.path = path
         if path.exists():
             with np.load(path, allow_pickle=False) as saved:
-                self._known = dict(zip(saved["texts"].tolist(), saved["vecs"], strict=True))
-
-    @property
-    def name(self) -> str:
-        return self.encoder.name
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
+                self._cache = dict(zip(saved["texts"].tolist(), saved["vecs"], strict=True))
 
     def encode(self, texts: Sequence[str]) -> F32:
         """The :class:`Encoder` protocol: cached vectors, new texts embedded (not saved)."""
-        missing = sorted({t for t in texts if t not in self._known})
-        if missing:
-            for text, vec in zip(missing, self.encoder.encode(missing), strict=True):
-                self._known[text] = np.asarray(vec, dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return np.stack([self._known[t] for t in texts]).astype(np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return super().encode(texts)
 
     def embed(self, texts: Sequence[str], report: Report) -> F32:
-        missing = sorted({t for t in texts if t not in self._known})
+        missing = self.missing(texts)
         report("embeddings: %d texts, %d cached, %d to embed", len(set(texts)),
                len(set(texts)) - len(missing), len(missing))
         if missing:
             started = time.monotonic()
-            for text, vec in zip(missing, self.encoder.encode(missing), strict=True):
-                self._known[text] = np.asarray(vec, dtype=np.float32)
+            self.prime(missing)
             report("embedded %d texts in %.1f s", len(missing), time.monotonic() - started)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(self.path, texts=np.array(list(self._known)),
-                     vecs=np.stack(list(self._known.values())))
-        if not texts:
-            return np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return np.stack([self._known[t] for t in texts]).astype(np.float32)
+            np.savez(self.path, texts=np.array(list(self._cache)),
+                     vecs=np.stack(list(self._cache.values())))
+        return self.encode(texts)
 
 
 def stream_of(conv: Conversation, vectors: CachedVectors, report: Report) -> Stream:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from memstack.jobs.measure import Report
 
@@ -32,12 +33,7 @@ def plot_state(curves: Mapping[str, Curve], report: Report) -> str:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("LoCoMo: session state vs context window")
     ax.legend(fontsize=7)
-    path = report.plot_dir() / "openproblems_state_vs_window.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    report("plot: %s", path)
-    return str(path)
+    return _saved(fig, "openproblems_state_vs_window.png", report)
 
 
 def plot_weights(figures: Mapping[str, float], report: Report) -> str:
@@ -61,7 +57,14 @@ def plot_weights(figures: Mapping[str, float], report: Report) -> str:
     ax.set_ylabel("evidence recall@10")
     ax.set_title("LoCoMo: memory-only retrieval from the consolidated weights")
     ax.legend(fontsize=8)
-    path = report.plot_dir() / "openproblems_weights.png"
+    return _saved(fig, "openproblems_weights.png", report)
+
+
+def _saved(fig: Any, name: str, report: Report) -> str:
+    """Every open-problems plot: laid out, written to the report's plot folder, closed, named."""
+    import matplotlib.pyplot as plt
+
+    path = report.plot_dir() / name
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

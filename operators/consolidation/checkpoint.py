@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from memstack.foundation.durable import fsync_dir
 from memstack.operators.consolidation.errors import CheckpointError
 from memstack.operators.consolidation.learner import LearnerConfig, RidgeLearner
 from memstack.operators.consolidation.writelog import WriteBatch
@@ -92,11 +93,7 @@ def save(learner: RidgeLearner, path: Path, meta: Mapping[str, Any] | None = Non
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)
     return path
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memstack.foundation.durable import fsync_dir
 from memstack.operators.consolidation import checkpoint
 from memstack.operators.consolidation.errors import CheckpointError
 from memstack.pipelines.consolidation.bank import LearnerBank
@@ -61,14 +62,6 @@ def group_name(partitions: list[int] | tuple[int, ...]) -> str:
 
 def _file_of(shard: str) -> str:
     return hashlib.blake2b(shard.encode(), digest_size=8).hexdigest() + ".pt"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CheckpointStore:
@@ -119,7 +112,7 @@ class CheckpointStore:
             shutil.rmtree(tmp)
             return final
         os.replace(tmp, final)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         bank.dirty.clear()
         self.prune()
         return final
@@ -136,7 +129,7 @@ class CheckpointStore:
             json.dump(body, handle, indent=1)
             handle.flush()
             os.fsync(handle.fileno())
-        _fsync_dir(directory)
+        fsync_dir(directory)
 
     def prune(self) -> list[Path]:
         """Drop all but the newest ``keep`` checkpoints (and stale temp dirs)."""
@@ -165,7 +158,7 @@ class CheckpointStore:
         old = self.directory / f".old-{manifest.path.name}-{time.monotonic_ns()}"
         os.replace(manifest.path, old)
         os.replace(tmp, manifest.path)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         shutil.rmtree(old)
         return manifest.path
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from memstack.foundation.durable import fsync_dir
 from memstack.operators.forget import Tombstones
 from memstack.pipelines.forgetting.contract import (
     AuditProbe,
@@ -100,7 +101,7 @@ class DuckDBForgetStore:
             finally:
                 con.close()
             os.replace(fresh, self.path)
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
         finally:
             fresh.unlink(missing_ok=True)
             self.index = DuckDBEventIndex(self.path)
@@ -150,12 +151,4 @@ class DuckDBForgetStore:
 
     def close(self) -> None:
         self.index.close()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 

@@ -110,10 +110,7 @@ def _emit_log(settings: Settings, sessions: int) -> int:
                          valid_from=datetime(2020, 1, 1, tzinfo=UTC),
                          occurred_at=datetime(2026, 3, 3, tzinfo=UTC)))
     with MemoryClient("acme", "helper", settings=settings) as client:
-        pending = client.emit_many(events)
-        client.flush()
-        for p in pending:
-            p.get()
+        client.emit_confirmed(events)
     return len(events)
 
 

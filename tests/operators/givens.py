@@ -68,14 +68,9 @@ def fact(
     tenant: str = "t1",
 ) -> LoggedEvent:
     """A logged fact_asserted event (occurred_at = its log time when no valid_from is given)."""
-    event = Event(
-        event_id=str(uuid7()), tenant=tenant, agent="agent", session=f"s{partition}",
-        subject=subject,
-        kind=EventKind.FACT_ASSERTED, occurred_at=at(tt), valid_from=valid_from,
-        valid_to=valid_to, provenance=Provenance(source="test"),
-        payload=FactAssertedPayload(relation=relation, object=obj),
-    )
-    return logged(event, tt, partition)
+    return _fact_event(EventKind.FACT_ASSERTED, FactAssertedPayload(relation=relation, object=obj),
+                       subject, tt=tt, valid_from=valid_from, valid_to=valid_to,
+                       partition=partition, tenant=tenant)
 
 
 def retraction(
@@ -89,12 +84,20 @@ def retraction(
     partition: int = 0,
     tenant: str = "t1",
 ) -> LoggedEvent:
+    return _fact_event(EventKind.FACT_RETRACTED,
+                       FactRetractedPayload(relation=relation, object=obj), subject, tt=tt,
+                       valid_from=valid_from, valid_to=valid_to, partition=partition,
+                       tenant=tenant)
+
+
+def _fact_event(kind: EventKind, payload: FactAssertedPayload | FactRetractedPayload,
+                subject: str, *, tt: int, valid_from: datetime | None,
+                valid_to: datetime | None, partition: int, tenant: str) -> LoggedEvent:
+    """The envelope both fact givens share: session ``s<partition>``, logged at ``tt``."""
     event = Event(
         event_id=str(uuid7()), tenant=tenant, agent="agent", session=f"s{partition}",
-        subject=subject,
-        kind=EventKind.FACT_RETRACTED, occurred_at=at(tt), valid_from=valid_from,
-        valid_to=valid_to, provenance=Provenance(source="test"),
-        payload=FactRetractedPayload(relation=relation, object=obj),
+        subject=subject, kind=kind, occurred_at=at(tt), valid_from=valid_from,
+        valid_to=valid_to, provenance=Provenance(source="test"), payload=payload,
     )
     return logged(event, tt, partition)
 

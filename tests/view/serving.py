@@ -6,11 +6,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from memstack.infra.net import free_port_pair
+
+if TYPE_CHECKING:
+    from memstack.pipelines.embedding import Encoder
+    from memstack.pipelines.stores.bundle import Stores
 
 
 @contextmanager
@@ -30,3 +34,16 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def served_stores(stores: Stores, encoder: Encoder, key: str,
+                  tenant: str = "acme") -> Iterator[str]:
+    """The service app over ``stores``, ``key`` allowed on ``tenant``: its base URL."""
+    from memstack.server.api_keys import ApiKeys
+    from memstack.server.app import create_app
+
+    app = create_app(lambda: stores, keys=ApiKeys.parse([f"{key}:{tenant}"], "test"),
+                     encoder=encoder)
+    with serve_in_thread(app) as url:
+        yield url

@@ -11,9 +11,7 @@ import pytest
 from memstack.cli import main
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
-from memstack.server.api_keys import ApiKeys
-from memstack.server.app import create_app
-from tests.view.serving import serve_in_thread
+from tests.view.serving import served_stores
 
 KEY = "cli-test-key-1"
 
@@ -68,9 +66,7 @@ def test_cli_reports_bad_input(capsys: pytest.CaptureFixture[str], scenario_dir:
 
 @pytest.fixture(scope="module")
 def server(stores: Stores, encoder: MiniLMEncoder) -> Iterator[str]:
-    app = create_app(lambda: stores, keys=ApiKeys.parse([f"{KEY}:acme"], "test"),
-                     encoder=encoder)
-    with serve_in_thread(app) as url:
+    with served_stores(stores, encoder, KEY) as url:
         yield url
 
 

@@ -15,8 +15,6 @@ import pytest
 from memstack.infra.net import free_port_pair
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
-from memstack.server.api_keys import ApiKeys
-from memstack.server.app import create_app
 from memstack.service_client import AsyncMemoryService, MemoryService
 from memstack.service_types import (
     AuthenticationError,
@@ -25,16 +23,14 @@ from memstack.service_types import (
     ServiceUnavailableError,
 )
 from memstack.view.types import Context, FactsAnswer, SearchAnswer
-from tests.view.serving import serve_in_thread
+from tests.view.serving import served_stores
 
 KEY = "client-test-key-1"
 
 
 @pytest.fixture(scope="module")
 def url(stores: Stores, encoder: MiniLMEncoder) -> Iterator[str]:
-    app = create_app(lambda: stores, keys=ApiKeys.parse([f"{KEY}:acme"], "test"),
-                     encoder=encoder)
-    with serve_in_thread(app) as url:
+    with served_stores(stores, encoder, KEY) as url:
         yield url
 
 
