@@ -22,10 +22,11 @@ from kafka.errors import KafkaError
 
 from memstack.foundation.errors import BrokerUnavailableError
 from memstack.foundation.settings import Settings
-from memstack.pipelines.contracts import Projector
 from memstack.pipelines.live import BATCH_MAX, LiveConfig
 
 if TYPE_CHECKING:
+    from memstack.pipelines.commit_path import CommitPath
+    from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.faust_app import LiveApp
     from memstack.pipelines.forgetting.live import LiveForgetting
     from memstack.pipelines.metrics import LiveMetrics
@@ -94,12 +95,15 @@ def options_from(args: argparse.Namespace) -> RunOptions:
 
 
 def open_projector(directory: Path, settings: Settings, threads: int,
-                   batch_size: int = ENCODER_BATCH) -> tuple[Projector, Stores]:
-    """The real projector over the DuckDB + LanceDB stores in ``directory``, MiniLM encoder.
+                   batch_size: int = ENCODER_BATCH) -> tuple[CommitPath, Stores]:
+    """The live commit path over the DuckDB + LanceDB stores in ``directory``, MiniLM encoder,
+    with the consolidation feed (the worker adds the session state: ``build_live_app``).
 
-    The caller owns the returned stores and closes them after the projector."""
-    # One cache in front of the model: the session state re-reads the turns' vectors from it.
+    The caller owns the returned stores and closes them after the commit path."""
+    # One cache in front of the model: the forget-time session state and the feed's teacher
+    # find recent vectors there.
     from memstack.foundation.keystore import FileKeyStore
+    from memstack.pipelines.commit_path import CommitPath
     from memstack.pipelines.embedding import CachingEncoder, encoder_kind_for, make_encoder
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.projector import StoreProjector
@@ -110,50 +114,38 @@ def open_projector(directory: Path, settings: Settings, threads: int,
     ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
     stores = Stores.open(directory)
     try:
-        projector = StoreProjector(stores, encoder, settings.events_topic,
-                                   keys=FileKeyStore(settings.keys_dir), forgotten=ledger)
-        return _with_consolidation_feed(projector, stores, settings), stores
+        store = StoreProjector(stores, encoder, settings.events_topic,
+                               keys=FileKeyStore(settings.keys_dir), forgotten=ledger)
+        return CommitPath(store, feed=_consolidation_feed(store, stores, settings)), stores
     except BaseException:
         stores.close()
         raise
 
 
-def _with_consolidation_feed(projector: StoreProjector, stores: Stores,
-                             settings: Settings) -> Projector:
+def _consolidation_feed(store: StoreProjector, stores: Stores, settings: Settings) -> FeedStep:
     """Publish each batch's fact changes to ``<prefix>.consolidation`` for the Ray learners."""
     from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
     from memstack.pipelines.consolidation.feed import Sharding
-    from memstack.pipelines.consolidation.feeding import FeedingProjector
+    from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.consolidation.producer import FeedProducer, ensure_feed_topic
 
-    teacher = StoreTeacher(stores.events, projector.encoder)
+    teacher = StoreTeacher(stores.events, store.encoder)
     feed = FeedProducer(settings.bootstrap, ensure_feed_topic(settings), Distiller(teacher),
                         Sharding.from_env())
-    return FeedingProjector(projector, feed)
+    return FeedStep(feed)
 
 
-def innermost(projector: Projector) -> StoreProjector:
-    """The StoreProjector inside the wrappers (session state, consolidation feed)."""
-    from memstack.pipelines.projector import StoreProjector
-
-    while not isinstance(projector, StoreProjector):
-        projector = projector.inner  # type: ignore[attr-defined]  # every wrapper has .inner
-    return projector
-
-
-def _live_forgetting(settings: Settings, directory: Path,
-                     projector: Projector) -> LiveForgetting:
+def _live_forgetting(settings: Settings, directory: Path, path: CommitPath) -> LiveForgetting:
     """Forget requests applied by the worker itself: it is the stores' only writer."""
     from memstack.jobs.forget import processor_for
-    from memstack.pipelines.consolidation.feeding import FeedingProjector
     from memstack.pipelines.forgetting.live import LiveForgetting
 
-    base = innermost(projector)
+    base = path.store
     assert base.forgotten is not None
 
     def on_reopen(stores: Stores) -> None:
-        if isinstance(projector, FeedingProjector):  # its teacher reads the current facts
-            projector.feed.distiller.teacher.events = stores.events
+        if path.feed is not None:  # its teacher reads the current facts
+            path.feed.follow(stores)
 
     return LiveForgetting(directory, base, base.forgotten,  # type: ignore[arg-type]
                           lambda fs: processor_for(settings, fs), on_reopen)
@@ -198,39 +190,39 @@ def run_live(settings: Settings, options: RunOptions) -> int:
             "set MEMSTACK_BOOTSTRAP") from exc
     directory = options.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
-    projector, _ = open_projector(directory, settings, options.threads)
-    base = innermost(projector)
+    path, _ = open_projector(directory, settings, options.threads)
     metrics = None
     try:
-        live = build_live_app(settings, options.live_config(), projector,
-                              forgetting=_live_forgetting(settings, directory, projector))
+        live = build_live_app(settings, options.live_config(), path,
+                              forgetting=_live_forgetting(settings, directory, path),
+                              stateful=path)
         if options.metrics_port is not None:
-            metrics = serve_metrics(live, projector, options.metrics_port)
+            metrics = serve_metrics(live, path.feed, options.metrics_port)
         if options.until_caught_up:
             live.stop_at = ends
             live.forget_stop_at = pending_offsets(settings.bootstrap, settings.forget_topic,
                                                   directory)
         log.info("live worker: group %s, topic %s at %s, stores %s (applied %s); end offsets "
                  "now %s; ready in %.1f s", live.app.conf.id, settings.events_topic,
-                 settings.bootstrap, directory, projector.applied_offsets(), ends,
+                 settings.bootstrap, directory, path.applied_offsets(), ends,
                  time.monotonic() - started)
         code = run_worker(live)
     finally:
         if metrics is not None:
             metrics.close()
-        base.stores.close()  # the projector's current stores (a forget reopens them)
+        path.store.stores.close()  # the current stores (a forget reopens them)
     log.info("live worker stopped (exit %d) after %.1f s: %d events applied, %d dead letters",
              code, time.monotonic() - started, live.processor.stats.applied,
              live.processor.stats.dead_letters)
     return code
 
 
-def serve_metrics(live: LiveApp, projector: Projector, port: int) -> LiveMetrics:
+def serve_metrics(live: LiveApp, feed: FeedStep | None, port: int) -> LiveMetrics:
     """The worker's metrics, served on their own loopback port (``--metrics-port``)."""
     from memstack.pipelines.metrics import LiveMetrics, attach
 
     metrics = LiveMetrics()
-    attach(metrics, live, projector)
+    attach(metrics, live, feed)
     metrics.serve(port)
     return metrics
 

@@ -30,7 +30,6 @@ from memstack.foundation.settings import Settings
 from memstack.jobs.run import (
     RunOptions,
     _live_forgetting,
-    innermost,
     open_projector,
 )
 from memstack.jobs.service_file import service_file
@@ -40,6 +39,7 @@ from memstack.pipelines.service.position import Position
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.faust_app import LiveApp
     from memstack.pipelines.metrics import LiveMetrics
     from memstack.pipelines.projector import StoreProjector
@@ -177,19 +177,20 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
                                         settings.dlq_topic])
     directory = options.run.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
-    projector, _ = open_projector(directory, settings, options.run.threads)
-    base = innermost(projector)
+    path, _ = open_projector(directory, settings, options.run.threads)
+    base = path.store
     client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http",
                           tracer_provider=False)  # the routes' spans stand for its writes
     metrics = None
     try:
-        live = build_live_app(settings, options.run.live_config(), projector,
-                              forgetting=_live_forgetting(settings, directory, projector))
+        live = build_live_app(settings, options.run.live_config(), path,
+                              forgetting=_live_forgetting(settings, directory, path),
+                              stateful=path)
         service = _live_service(settings, options, live, client, base)
-        attach_switcher(settings, live, projector, base, service.forgets, service_file(settings))
+        attach_switcher(settings, live, path, service.forgets, service_file(settings))
         app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service,
                          mcp_host=options.host)
-        metrics = _observed(app, live, projector, options)
+        metrics = _observed(app, live, path.feed, options)
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
                                         log_level="warning", lifespan="off",
                                         timeout_graceful_shutdown=10))
@@ -207,7 +208,7 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     return code
 
 
-def _observed(app: FastAPI, live: LiveApp, projector: Any,
+def _observed(app: FastAPI, live: LiveApp, feed: FeedStep | None,
               options: ServiceOptions) -> LiveMetrics:
     """``/metrics`` and the routes' metrics and spans (spans when ``MEMSTACK_OTEL=1``);
     ``--metrics-port`` serves the same metrics on a port of their own too."""
@@ -216,7 +217,7 @@ def _observed(app: FastAPI, live: LiveApp, projector: Any,
     from memstack.server.observe import observe
 
     metrics = LiveMetrics()
-    attach(metrics, live, projector)
+    attach(metrics, live, feed)
     observe(app, metrics, memory_tracer())
     if options.run.metrics_port is not None:
         metrics.serve(options.run.metrics_port)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from memstack.foundation.settings import Settings
 
 if TYPE_CHECKING:
+    from memstack.pipelines.commit_path import CommitPath
     from memstack.pipelines.embedding import Encoder
     from memstack.pipelines.faust_app import LiveApp
-    from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.service.forgets import ForgetDesk
     from memstack.pipelines.service.switching import StoresSwitcher
     from memstack.pipelines.stores.bundle import Stores
@@ -37,13 +37,13 @@ def update_service_file(path: Path, **changes: Any) -> None:
     os.replace(tmp, path)
 
 
-def attach_switcher(settings: Settings, live: LiveApp, projector: Any, base: StoreProjector,
+def attach_switcher(settings: Settings, live: LiveApp, path: CommitPath,
                     desk: ForgetDesk, service_file: Path) -> StoresSwitcher:
     from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.embedding import CachingEncoder
     from memstack.pipelines.service.switching import StoresSwitcher, SwitchHooks
 
-    forgetting = live.forgetting
+    base, forgetting = path.store, live.forgetting
     assert forgetting is not None and isinstance(base.encoder, CachingEncoder)
     keys = FileKeyStore(settings.keys_dir)
 
@@ -53,12 +53,10 @@ def attach_switcher(settings: Settings, live: LiveApp, projector: Any, base: Sto
         return apply_pending_forgets(settings, target, forgetting.ledger.requests, encoder)
 
     def switched(stores: Stores) -> None:
-        from memstack.pipelines.consolidation.feeding import FeedingProjector
-
         forgetting.directory = stores.directory
         desk.move_to(stores.directory)
-        if isinstance(projector, FeedingProjector):  # its teacher reads the current facts
-            projector.feed.distiller.teacher.events = stores.events
+        if path.feed is not None:  # its teacher reads the current facts
+            path.feed.follow(stores)
 
     def recorded(outcome: Any) -> None:
         update_service_file(service_file, stores=str(base.stores.directory),

@@ -12,13 +12,20 @@ batches:
    batch: DuckDB rows and offsets in one transaction, LanceDB rows merged by id. A crash between
    any two steps loses nothing and duplicates nothing: the records are read again, already
    applied offsets are skipped, and every write is keyed.
+
+The single-store projector's commit is :class:`~memstack.pipelines.commit_path.CommitPath`, its
+steps numbered in order there (vectors, session state, stores, offsets, consolidation feed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import Mutation
@@ -48,6 +55,10 @@ class Plan:
     dead_letters: list[DeadLetter]
     next_offsets: dict[int, int] = field(default_factory=dict)
     """Per partition, the offset after the last record of the batch (applied or dead)."""
+    vectors: Mapping[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    """Embeddings by text, each text encoded once per batch (the commit path's vectors step;
+    a replay's parallel stage may hand some in): the session state and the stores add the
+    same vectors."""
 
 
 class Projector(Protocol):
@@ -71,28 +82,3 @@ class ForgetFilter(Protocol):
         """True when a forget request erases ``event`` logged at ``log_time`` (requests cover
         their scope's events logged up to the request; later events are new data)."""
         ...
-
-
-class WrappingProjector:
-    """A projector that adds work around another one's ``commit`` and delegates the rest
-    (the session state and the consolidation feed wrap the store projector this way)."""
-
-    def __init__(self, inner: Projector) -> None:
-        self.inner = inner
-
-    @property
-    def encoder(self) -> object:
-        """The innermost projector's encoder (shared, so texts are embedded once)."""
-        return getattr(self.inner, "encoder", None)
-
-    def applied_offsets(self) -> dict[int, int]:
-        return self.inner.applied_offsets()
-
-    def prepare(self, records: list[LogRecord]) -> Plan:
-        return self.inner.prepare(records)
-
-    def commit(self, plan: Plan) -> None:
-        self.inner.commit(plan)
-
-    def close(self) -> None:
-        self.inner.close()

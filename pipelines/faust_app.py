@@ -29,6 +29,7 @@ from kafka import TopicPartition
 
 from memstack.foundation.settings import Settings
 from memstack.pipelines import dlq
+from memstack.pipelines.commit_path import CommitPath
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
 from memstack.pipelines.forget_agent import declare_forget_agent
@@ -37,7 +38,7 @@ from memstack.pipelines.forgetting.processor import ForgetOutcome
 from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import end_offsets, open_consumer
-from memstack.pipelines.session_state_projector import StatefulProjector, loop_runner
+from memstack.pipelines.session_state_projector import SessionStateStep, loop_runner
 from memstack.pipelines.session_state_table import (
     FaustTableSink,
     SessionStateUpdater,
@@ -172,8 +173,13 @@ class _App(faust.App):
 
 
 def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
-                   forgetting: LiveForgetting | None = None) -> LiveApp:
-    """Declare the Faust app: raw-bytes events topic, the projecting agent, hooks and timers."""
+                   forgetting: LiveForgetting | None = None, *,
+                   stateful: CommitPath | None = None) -> LiveApp:
+    """Declare the Faust app: raw-bytes events topic, the projecting agent, hooks and timers.
+
+    ``stateful``: the commit path that ``projector`` runs (``projector`` itself, or the one a
+    wrapper such as the bench's timer delegates to); it gains the session-state step. None:
+    the worker keeps no session state (sharded workers)."""
     app = _App(config.group_id or group_id(settings), **faust_settings(settings, config))
     events = app.topic(settings.events_topic, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw")
@@ -197,30 +203,30 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
     def probe(partition: int, offset: int) -> int | None:
         return probe_next_offset(settings.bootstrap, settings.events_topic, partition, offset)
 
-    projector = _with_session_state(app, settings, projector)
+    state = _session_state(app, settings, stateful) if stateful is not None else None
+    if state is None:
+        log.info("no commit path given: session state is off for this worker")
     live = LiveApp(settings, config, app,
                    LiveProcessor(projector, send_dead_letters, seek, probe))
     _declare_agent(live, events)
     if forgetting is not None:
         live.forgetting = forgetting
-        if isinstance(projector, StatefulProjector):  # the session state forgets too
-            forgetting.session_state = state_store_for(projector.updater, projector.run)
+        if state is not None:  # the session state forgets too
+            forgetting.session_state = state_store_for(state.updater, state.run)
         declare_forget_agent(live, forgetting)
     _declare_hooks(live)
     return live
 
 
-def _with_session_state(app: faust.App, settings: Settings, projector: Projector) -> Projector:
-    """Keep each session's recurrent state in a Faust table (changelog-backed, durable)."""
-    encoder = getattr(projector, "encoder", None)
-    if encoder is None:
-        log.warning("projector has no encoder: session state is off for this worker")
-        return projector
+def _session_state(app: faust.App, settings: Settings, path: CommitPath) -> SessionStateStep:
+    """Keep each session's recurrent state in a Faust table (changelog-backed, durable): the
+    commit path's step 5, with the commit path's encoder."""
     ensure_changelog_topic(settings.bootstrap, changelog_topic(group_id(settings)),
                            settings.partitions)
     sink = FaustTableSink(define_table(app, settings.partitions))
-    updater = SessionStateUpdater(sink, sink, encoder)
-    return StatefulProjector(projector, updater, loop_runner(app.loop))
+    path.state = SessionStateStep(SessionStateUpdater(sink, sink, path.encoder),
+                                  loop_runner(app.loop))
+    return path.state
 
 
 def _declare_agent(live: LiveApp, events: faust.TopicT) -> None:

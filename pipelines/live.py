@@ -8,7 +8,8 @@ batch; it knows nothing of Faust, so its logic is tested without a broker. Per b
    the consumer is sought back to the first missing offset);
 2. ``plan = projector.prepare(records)``;
 3. send ``plan.dead_letters`` to the DLQ and wait for the acknowledgements;
-4. ``projector.commit(plan)`` (rows and offsets in one DuckDB transaction; LanceDB merged by id).
+4. ``projector.commit(plan)`` (rows and offsets in one DuckDB transaction; LanceDB merged by id;
+   the steps in order: ``memstack.pipelines.commit_path``).
 
 The stores' applied offsets are the truth, not the consumer group's committed offsets: those
 only save re-reading. A gap (a record whose offset is past the next expected one) is checked
@@ -80,7 +81,8 @@ class LiveConfig:
 
 @dataclass(frozen=True)
 class BatchTimes:
-    """How long one batch took: prepare (parse, operators, encoder, DLQ) and commit (stores)."""
+    """How long one batch took: prepare (parse, operators, DLQ) and commit (the commit path's
+    steps: vectors, session state, stores, feed)."""
 
     prepare_s: float
     commit_s: float

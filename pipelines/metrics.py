@@ -25,8 +25,7 @@ from memstack.pipelines.contracts import DeadLetter, Plan
 from memstack.pipelines.live import BatchTimes
 
 if TYPE_CHECKING:
-    from memstack.pipelines.consolidation.feeding import FeedingProjector
-    from memstack.pipelines.contracts import Projector
+    from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.faust_app import LiveApp
     from memstack.pipelines.forgetting.processor import ForgetOutcome
 
@@ -236,9 +235,10 @@ def consolidation_metrics(totals: Callable[[], tuple[int, int]]) -> Iterable[Met
     yield family
 
 
-def attach(metrics: LiveMetrics, live: LiveApp, projector: Projector) -> LagReader:
-    """Feed ``metrics`` from a live worker: batches, forgets, lag and consolidation totals
-    (``metrics.close()`` closes the lag reader's consumer)."""
+def attach(metrics: LiveMetrics, live: LiveApp, feed: FeedStep | None) -> LagReader:
+    """Feed ``metrics`` from a live worker: batches, forgets, lag and the consolidation totals
+    of ``feed`` (the commit path's feed step, None when off); ``metrics.close()`` closes the
+    lag reader's consumer."""
     live.processor.observers.append(lambda plan, times: metrics.observe_batch(plan, times))
     live.on_forgot.append(lambda outcome: metrics.observe_forget(outcome))
     settings = live.settings
@@ -250,19 +250,8 @@ def attach(metrics: LiveMetrics, live: LiveApp, projector: Projector) -> LagRead
     lag = LagReader(settings.bootstrap, applied)
     metrics.read_at_scrape(lag.metrics)
     metrics._closers.append(lag.close)
-    feed = _feeding(projector)
     if feed is not None:
         metrics.read_at_scrape(lambda: consolidation_metrics(
             lambda: (feed.writes_total, feed.removals_total)))
     return lag
 
-
-def _feeding(projector: Projector) -> FeedingProjector | None:
-    from memstack.pipelines.consolidation.feeding import FeedingProjector
-
-    current: object = projector
-    while current is not None:
-        if isinstance(current, FeedingProjector):
-            return current
-        current = getattr(current, "inner", None)
-    return None

@@ -2,9 +2,11 @@
 
 ``prepare`` parses, drops what the stores already hold (offsets below the applied ones), runs
 the pure :class:`IndexOperator` (fact keys seeded from the stored entries, cached in memory)
-and computes the next offsets. ``commit`` embeds the memory texts in one batch and writes
-LanceDB first (merge by id), then the DuckDB transaction with the offsets: a crash in between
-re-reads the batch, and the Lance merge is a no-op the second time. See docs/stores.md.
+and computes the next offsets: steps 1-3 of the commit path. :meth:`StoreProjector.write`
+writes LanceDB first (merge by id, the plan's vectors), then the DuckDB transaction with the
+offsets: a crash in between re-reads the batch, and the Lance merge is a no-op the second time.
+``commit`` runs the whole order, :class:`~memstack.pipelines.commit_path.CommitPath` (here with
+no session state and no feed). See docs/stores.md.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from memstack.foundation.keystore import KeyStore
 from memstack.foundation.sealing import Shredded, open_record
 from memstack.operators.index import FACT_KINDS, IndexOperator
 from memstack.operators.log import LoggedEvent
-from memstack.operators.mutations import FactEntry, MemoryRow, PutMemory
+from memstack.operators.mutations import FactEntry
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
+from memstack.pipelines.commit_path import CommitPath, memory_rows
 from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Plan
 from memstack.pipelines.embedding import Encoder, record_encoder
 from memstack.pipelines.log_reader import LogRecord
@@ -127,23 +132,28 @@ class StoreProjector:
         return Plan(events, mutations, dead, next_offsets)
 
     def commit(self, plan: Plan) -> None:
-        """Lance first (idempotent merge), then DuckDB rows and offsets in one transaction."""
+        """The commit path with no optional steps: vectors, stores, offsets (CommitPath)."""
+        CommitPath(self).commit(plan)
+
+    def write(self, plan: Plan) -> None:
+        """Lance first (idempotent merge, the plan's vectors), then DuckDB rows and offsets in
+        one transaction (the commit path's step 6)."""
         try:
-            memories = [m.row for m in plan.mutations if isinstance(m, PutMemory)]
+            memories = memory_rows(plan)
             if memories:
-                self._merge_memories(memories)
+                vectors = np.stack([plan.vectors[row.text] for row in memories])
+                self.stores.vectors.merge(memories, vectors, maintain=self._maintain)
             if plan.mutations or plan.next_offsets:
                 self.stores.events.apply(plan.mutations, plan.next_offsets, topic=self.topic)
         except BaseException:
             # The operator state ran ahead of the stores: forget it, re-seed from the stores.
             self._reset_operator()
             raise
-        for partition, offset in plan.next_offsets.items():
-            self._applied[partition] = max(self._applied.get(partition, 0), offset)
 
-    def _merge_memories(self, rows: list[MemoryRow]) -> None:
-        vectors = self.encoder.encode([r.text for r in rows])
-        self.stores.vectors.merge(rows, vectors, maintain=self._maintain)
+    def advance(self, next_offsets: dict[int, int]) -> None:
+        """The applied offsets move on after a committed batch (the commit path's step 7)."""
+        for partition, offset in next_offsets.items():
+            self._applied[partition] = max(self._applied.get(partition, 0), offset)
 
     def close(self) -> None:
         """Releases nothing: the caller owns the stores (and closes them)."""

@@ -1,8 +1,9 @@
-"""The live worker's session state in its commit path, and the bridge it needs to the loop.
+"""The live worker's session-state step of the commit path, and the bridge it needs to the loop.
 
-:class:`StatefulProjector` updates the session state on the store thread before the inner
-projector commits; the state's sink lives on the worker's event loop, which
-:func:`loop_runner` reaches from the store thread without ever waiting on a stopped loop.
+:class:`SessionStateStep` is step 5 of :class:`~memstack.pipelines.commit_path.CommitPath`: it
+updates the session state on the store thread, with the plan's vectors, before the stores
+commit; the state's sink lives on the worker's event loop, which :func:`loop_runner` reaches
+from the store thread without ever waiting on a stopped loop.
 """
 
 from __future__ import annotations
@@ -10,41 +11,45 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from memstack.foundation.errors import MemstackError
-from memstack.pipelines.contracts import Plan, Projector, WrappingProjector
+from memstack.operators.log import LoggedEvent
+from memstack.pipelines.contracts import Plan
 from memstack.pipelines.session_state_table import ApplyResult, SessionStateUpdater
 
 log = logging.getLogger(__name__)
 
 
-class StatefulProjector(WrappingProjector):
-    """A :class:`Projector` that updates the session state before the inner one commits.
+class SessionStateStep:
+    """The commit path's session-state step: stage, publish, wait for the acknowledgements.
 
-    The LiveProcessor calls ``commit`` on its store thread with exactly the events it applies
-    (continuous per partition); the state's snapshots are acknowledged first, then the inner
-    projector writes rows and offsets. ``run`` bridges to the event loop that owns the sink.
+    The LiveProcessor commits on its store thread with exactly the events it applies
+    (continuous per partition); the state's snapshots are acknowledged here, then the commit
+    path writes rows and offsets. ``run`` bridges to the event loop that owns the sink.
     """
 
-    def __init__(self, inner: Projector, updater: SessionStateUpdater,
+    def __init__(self, updater: SessionStateUpdater,
                  run: Callable[[Awaitable[Any]], Any]) -> None:
-        super().__init__(inner)
         self.updater, self._run = updater, run
 
     def run(self, coro: Awaitable[Any]) -> Any:
         """Run one of the updater's coroutines on the loop that owns the sink; wait for it."""
         return self._run(coro)
 
-    def commit(self, plan: Plan) -> None:
-        if plan.events:
-            self.updater.warm(plan.events)  # embed here, on the store thread, not on the loop
-            staged = self.updater.stage(plan.events)  # the arithmetic too; the loop only sends
-            result: ApplyResult = self._run(self.updater.publish(staged))
-            log.debug("session state: %d items, %d sessions, %d skipped", result.items,
-                      result.sessions, result.skipped)
-        self.inner.commit(plan)
+    def texts(self, events: Sequence[LoggedEvent]) -> list[str]:
+        """The texts the state embeds for ``events`` (the commit path's vectors step)."""
+        return self.updater.texts(events)
+
+    def apply(self, plan: Plan) -> None:
+        if not plan.events:
+            return
+        # The arithmetic on the store thread, with the plan's vectors; the loop only sends.
+        staged = self.updater.stage(plan.events, plan.vectors)
+        result: ApplyResult = self._run(self.updater.publish(staged))
+        log.debug("session state: %d items, %d sessions, %d skipped", result.items,
+                  result.sessions, result.skipped)
 
 
 class LoopStoppedError(MemstackError):

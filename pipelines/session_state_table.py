@@ -1,6 +1,7 @@
 """Durable session state in the live pipeline: an in-place arena, snapshots in a changelog topic.
 
-Per batch of logged events the :class:`SessionStateUpdater` embeds the items' texts, adds every
+Per batch of logged events the :class:`SessionStateUpdater` embeds the items' texts (or takes the
+commit path's vectors of them), adds every
 session's terms in one batched in-place update (:class:`StateArena`), and writes one snapshot per
 touched session (:func:`snapshot_sums` bytes, fixed size) to the changelog topic, keyed
 ``tenant/session`` on the partition of the session's events, and waits for the broker's
@@ -10,9 +11,9 @@ tombstone (``None``) drops it. Its Kafka bindings (the Faust table, the sinks) a
 
 Exactly once in effect: every session's snapshot carries the next offset per events partition
 (``marks["p<partition>"]``); events below it are skipped, so a redelivered batch adds nothing.
-The snapshot is acknowledged *before* the projector commits the batch's offsets
-(:class:`~memstack.pipelines.session_state_projector.StatefulProjector`), so a crash never
-leaves the stores ahead of the state.
+The snapshot is acknowledged *before* the stores commit the batch's offsets (step 5 of
+:class:`~memstack.pipelines.commit_path.CommitPath`), so a crash never leaves the stores ahead
+of the state.
 
 Forgetting: :meth:`SessionStateUpdater.removal` plans, :meth:`~SessionStateUpdater.apply_removal`
 subtracts exactly the terms of forgotten items (their texts, log positions and times recovered
@@ -53,6 +54,9 @@ from memstack.schemas.events import Envelope
 log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = StateConfig(dim=128)
+
+Vectors = Mapping[str, npt.NDArray[np.float32]]
+"""Embeddings by text (a plan's :attr:`~memstack.pipelines.contracts.Plan.vectors`)."""
 
 __all__ = [
     "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "TABLE_NAME", "ApplyResult", "ChangelogSink",
@@ -196,15 +200,19 @@ class SessionStateUpdater:
         self._lru.move_to_end(key)
         return slot
 
-    def warm(self, events: Sequence[LoggedEvent]) -> None:
-        """Embed the items' texts now, so that a caching encoder answers ``apply`` at once."""
-        self.warm_items([i for e in events if (i := item_of(e)) is not None])
+    def texts(self, events: Sequence[LoggedEvent]) -> list[str]:
+        """The texts :meth:`stage` embeds for ``events``: the items' keys, then their values."""
+        items = [i for e in events if (i := item_of(e)) is not None]
+        return [i.texts.key_text for i in items] + [i.texts.value_text for i in items]
 
     def warm_items(self, items: Sequence[StateItem]) -> None:
+        """Embed the items' texts now, so that a caching encoder answers the next step at once."""
         self._embedded(items)
 
-    def _embedded(self, items: Sequence[StateItem]) -> npt.NDArray[np.float64]:
-        """Key then value embeddings (2m, 384): stored vectors where given, else encoded."""
+    def _embedded(self, items: Sequence[StateItem],
+                  known: Vectors | None = None) -> npt.NDArray[np.float64]:
+        """Key then value embeddings (2m, 384): stored vectors where given, then ``known``
+        vectors by text (the commit path's), else encoded."""
         m = len(items)
         out = np.empty((2 * m, EMBED_DIM), dtype=np.float64)
         todo = [n for n, item in enumerate(items) if item.vector is None]
@@ -214,14 +222,25 @@ class SessionStateUpdater:
         if todo:
             texts = ([items[n].texts.key_text for n in todo]
                      + [items[n].texts.value_text for n in todo])
-            encoded = np.asarray(self.encoder.encode(texts), dtype=np.float64)
+            encoded = self._encode(texts, known or {})
             out[todo] = encoded[:len(todo)]
             out[[m + n for n in todo]] = encoded[len(todo):]
         return out
 
-    def _terms(self, slots: Sequence[int], items: Sequence[StateItem]) -> Terms:
+    def _encode(self, texts: list[str], known: Vectors) -> npt.NDArray[np.float64]:
+        """``texts``' embeddings: ``known`` ones as given, the others through the encoder."""
+        missing = [t for t in texts if t not in known]
+        if len(missing) == len(texts):
+            return np.asarray(self.encoder.encode(texts), dtype=np.float64)
+        found = dict(known)
+        if missing:
+            found.update(zip(missing, self.encoder.encode(missing), strict=True))
+        return np.stack([np.asarray(found[t], dtype=np.float64) for t in texts])
+
+    def _terms(self, slots: Sequence[int], items: Sequence[StateItem],
+               known: Vectors | None = None) -> Terms:
         """The items' terms: projected unit keys/values, weight 1."""
-        vectors = torch.from_numpy(self._embedded(items))
+        vectors = torch.from_numpy(self._embedded(items, known))
         n = len(items)
         return Terms(torch.tensor(list(slots), dtype=torch.int64),
                      torch.tensor([int(i.texts.head) for i in items], dtype=torch.int64),
@@ -233,14 +252,15 @@ class SessionStateUpdater:
         """Add the events' items, write the touched sessions' snapshots, wait for the acks."""
         return await self.publish(self.stage(events))
 
-    def stage(self, events: Sequence[LoggedEvent]) -> Staged:
+    def stage(self, events: Sequence[LoggedEvent], vectors: Vectors | None = None) -> Staged:
         """Add the events' items to the arena and cut the touched sessions' snapshots, on the
         calling thread (the worker's store thread: the arithmetic stays off the event loop);
-        :meth:`publish` then sends them. Call both from one thread at a time, in order."""
+        :meth:`publish` then sends them. Call both from one thread at a time, in order.
+        ``vectors``: embeddings by text (the commit path's); texts not in it are encoded."""
         fresh, skipped = self._fresh(events)
         items = [i for e in fresh if (i := item_of(e)) is not None]
         if items:
-            self.arena.add(self._terms([self._slot(i.key) for i in items], items))
+            self.arena.add(self._terms([self._slot(i.key) for i in items], items, vectors))
         touched: dict[str, int] = {}
         for logged in fresh:  # marks move for every event, with or without an item
             key, pos = key_of(logged.event), logged.position

@@ -71,11 +71,6 @@ class Timed:
     prepare_s: list[float] = field(default_factory=list)
     """Seconds of each ``prepare`` (parsing, embedding)."""
 
-    @property
-    def encoder(self) -> object:
-        """The inner projector's encoder, so the worker keeps its session state on."""
-        return getattr(self.inner, "encoder", None)
-
     def applied_offsets(self) -> dict[int, int]:
         offsets = self.inner.applied_offsets()
         self.assigned.set()
@@ -191,12 +186,12 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     timed = Timed(projector)
     # The bare model for the side-by-side rate: the worker's encoder is a cache in front of it
     # (the session state re-reads turn vectors from it), which must not see these texts first.
-    cached = projector.encoder  # type: ignore[attr-defined]  # the worker's CachingEncoder
+    cached = projector.encoder  # the worker's CachingEncoder
     encoder = getattr(cached, "inner", cached)
     encoder.encode([f"warm-up text {i}: the model's first batches run slower" for i in range(128)])
     before = _embed_rates(encoder.encode, work)
     report("embed only: %s events/s (by texts per call)", {k: round(v) for k, v in before.items()})
-    live = build_live_app(settings, LiveConfig(within_s=0.1), timed)
+    live = build_live_app(settings, LiveConfig(within_s=0.1), timed, stateful=projector)
     outcome: dict[str, float] = {}
     maintenance = MaintenanceLog()
     driver = threading.Thread(target=_drive, args=(settings, timed, live.request_stop, work,

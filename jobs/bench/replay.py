@@ -163,10 +163,9 @@ def _live(settings: Settings, into: Path, report: Report) -> float:
     from memstack.pipelines.log_reader import end_offsets
 
     projector, stores = open_projector(into, settings, 2)
-    encoder = projector.encoder  # type: ignore[attr-defined]  # the worker's CachingEncoder
-    encoder.encode(["warm the model up before the clock starts"])
+    projector.encoder.encode(["warm the model up before the clock starts"])
     timed = Clocked(projector)
-    live = build_live_app(settings, LiveConfig(within_s=0.1), timed)
+    live = build_live_app(settings, LiveConfig(within_s=0.1), timed, stateful=projector)
     live.stop_at = end_offsets(settings.bootstrap, settings.events_topic)
     try:
         code = run_worker(live)

@@ -1,8 +1,10 @@
-"""A projector that also feeds consolidation: commit the batch, then publish its feed items.
+"""The commit path's consolidation-feed step: after the stores commit, publish the feed items.
 
 Order: the stores commit first, because the teacher reads the current facts from them. A crash
 between the two loses that batch's feed items (the stores already hold the batch, so it is not
-re-read); ``memstack consolidate --backfill`` re-derives the writes from the stores.
+re-read); ``memstack consolidate --backfill`` re-derives the writes from the stores. The feed
+embeds its cues itself, each text alone (``distill.StoreTeacher.embed``: a vector must not
+depend on the batch), so it does not use the plan's batch vectors.
 """
 
 from __future__ import annotations
@@ -10,26 +12,30 @@ from __future__ import annotations
 import logging
 
 from memstack.pipelines.consolidation.producer import FeedProducer
-from memstack.pipelines.contracts import Plan, Projector, WrappingProjector
+from memstack.pipelines.contracts import Plan
+from memstack.pipelines.stores.bundle import Stores
 
 log = logging.getLogger(__name__)
 
 
-class FeedingProjector(WrappingProjector):
-    """Wraps a :class:`Projector`; after each commit, publishes the consolidation feed."""
+class FeedStep:
+    """Step 8 of :class:`~memstack.pipelines.commit_path.CommitPath`: publish the consolidation
+    feed of each committed batch."""
 
-    def __init__(self, inner: Projector, feed: FeedProducer) -> None:
-        super().__init__(inner)
+    def __init__(self, feed: FeedProducer) -> None:
         self.feed = feed
         self.writes_total = 0
         """Learner writes published since start (``memstack_consolidation_updates_total``)."""
         self.removals_total = 0
 
-    def commit(self, plan: Plan) -> None:
-        self.inner.commit(plan)
+    def apply(self, plan: Plan) -> None:
         if plan.mutations:
             published = self.feed.publish(plan.mutations)
             self.writes_total += published.writes
             self.removals_total += published.removals
             log.debug("consolidation feed: %d items (%d writes, %d removals)", published.items,
                       published.writes, published.removals)
+
+    def follow(self, stores: Stores) -> None:
+        """Read the current facts from ``stores`` (after a forget reopened them, or a switch)."""
+        self.feed.distiller.teacher.events = stores.events

@@ -43,7 +43,7 @@ from memstack.pipelines.replay.wiring import (
     open_dlq_sender,
     open_encoder,
     open_projector,
-    remember_vectors,
+    upstream_vectors,
 )
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import TEXT_KINDS, parse_event
@@ -246,14 +246,13 @@ class CommitStage(KeyedProcessFunction):  # type: ignore[misc]
         assert self.projector is not None
         kept = [i for i in items if not i.forgotten]
         self.counters.forgotten += len(items) - len(kept)
-        if self.config.embed_upstream:
-            remember_vectors(self.projector, kept)
         plan = self.projector.prepare([i.record for i in kept])
         offsets = dict(plan.next_offsets)
         for i in items:  # forgotten records still move the offsets past them
             p, o = i.record.position.partition, i.record.position.offset
             offsets[p] = max(offsets.get(p, 0), o + 1)
-        return replace(plan, next_offsets=offsets)
+        vectors = upstream_vectors(kept) if self.config.embed_upstream else {}
+        return replace(plan, next_offsets=offsets, vectors=vectors)
 
 
 class BucketKey:

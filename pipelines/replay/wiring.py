@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+import numpy.typing as npt
 
-from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Plan, Projector
-from memstack.pipelines.embedding import CachingEncoder, Encoder, encoder_kind
-from memstack.pipelines.log_reader import LogRecord
+from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Projector
+from memstack.pipelines.embedding import Encoder, encoder_kind
 
 if TYPE_CHECKING:
+    from memstack.pipelines.commit_path import CommitPath
     from memstack.pipelines.replay.functions import Item
     from memstack.pipelines.stores.bundle import Stores
 
@@ -56,51 +57,39 @@ class WriterConfig:
 
 
 def store_projector(config: WriterConfig) -> Projector:
-    """The live pipeline's :class:`StoreProjector` over the stores in ``config.into``."""
+    """The live pipeline's commit path (no session state, no feed) over ``config.into``; it
+    owns the stores: closing it builds the vector indexes and closes them."""
     from memstack.foundation.keystore import FileKeyStore
+    from memstack.pipelines.commit_path import CommitPath
     from memstack.pipelines.embedding import make_encoder
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
     stores = Stores.open(config.into)
     try:
-        # Vectors embedded upstream reach the projector through the cache; a miss runs the model.
-        encoder = CachingEncoder(make_encoder(config.encoder, threads=config.embed_threads))
+        # Vectors embedded upstream come with the plan; the writer encodes only the others.
+        encoder = make_encoder(config.encoder, threads=config.embed_threads)
         keys = FileKeyStore(config.keys_dir) if config.keys_dir is not None else None
-        inner = StoreProjector(stores, encoder, config.topic, maintain_indexes=False,
+        store = StoreProjector(stores, encoder, config.topic, maintain_indexes=False,
                                keys=keys, forgotten=config.forget)
     except BaseException:
         stores.close()
         raise
-    return OwningProjector(inner, stores, encoder)
+    path = CommitPath(store)
+    path.on_close = lambda: _close_stores(stores, path)
+    return path
 
 
-class OwningProjector:
-    """The projector plus what it does not own: the stores (closed, indexes built, on close)."""
-
-    def __init__(self, inner: Projector, stores: Stores, cache: CachingEncoder) -> None:
-        self.inner = inner
-        self.stores = stores
-        self.cache = cache
-
-    def applied_offsets(self) -> dict[int, int]:
-        return self.inner.applied_offsets()
-
-    def prepare(self, records: list[LogRecord]) -> Plan:
-        return self.inner.prepare(records)
-
-    def commit(self, plan: Plan) -> None:
-        self.inner.commit(plan)
-
-    def close(self) -> None:
-        try:
-            self.inner.close()
-            if not self.stores.read_only:
-                self.stores.vectors.maintain()
-        finally:
-            self.stores.close()
-        log.info("replay writer: vectors from upstream %d, embedded in the writer %d",
-                 self.cache.hits, self.cache.misses)
+def _close_stores(stores: Stores, path: CommitPath) -> None:
+    """After the writer's last batch: build the vector indexes, close the stores."""
+    try:
+        if not stores.read_only:
+            stores.vectors.maintain()
+    finally:
+        stores.close()
+    counts = path.vector_counts
+    log.info("replay writer: vectors from upstream %d, embedded in the writer %d",
+             counts.given, counts.encoded)
 
 
 def open_projector(config: WriterConfig) -> Projector:
@@ -175,11 +164,7 @@ def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:
     return out
 
 
-def remember_vectors(projector: Projector, items: list[Item]) -> None:
-    """Hand the upstream vectors of a batch to the writer's cache."""
-    if not isinstance(projector, OwningProjector):
-        return
-    pairs = [(i.text, i.vector) for i in items if i.vector is not None and i.text is not None]
-    if pairs:
-        vecs = np.stack([np.frombuffer(v, dtype=np.float32) for _, v in pairs])
-        projector.cache.remember([t for t, _ in pairs], vecs)
+def upstream_vectors(items: list[Item]) -> dict[str, npt.NDArray[np.float32]]:
+    """The vectors the prepare stage embedded for a batch, by text (the plan carries them)."""
+    return {i.text: np.frombuffer(i.vector, dtype=np.float32) for i in items
+            if i.vector is not None and i.text is not None}

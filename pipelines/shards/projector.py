@@ -161,7 +161,8 @@ class ShardedProjector:
         return ShardedPlan([e for p in plans for e in p.events],
                            [m for p in plans for m in p.mutations],
                            [d for p in plans for d in p.dead_letters],
-                           {k: v for p in plans for k, v in p.next_offsets.items()}, parts)
+                           {k: v for p in plans for k, v in p.next_offsets.items()},
+                           parts=parts)
 
     def commit(self, plan: Plan) -> None:
         """Commit shard by shard: each shard's rows and offset are one transaction, so a crash
