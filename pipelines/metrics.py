@@ -85,9 +85,10 @@ class LiveMetrics:
         self.batches = Histogram(f"{PREFIX}_batch_seconds", "One batch from prepare to committed "
                                  "(parse, operators, encoder, DLQ, stores)",
                                  buckets=LATENCY_BUCKETS, registry=r)
-        self.commits = Histogram(f"{PREFIX}_commit_seconds", "The stores' commit of one batch "
-                                 "(DuckDB transaction, LanceDB merge)", buckets=LATENCY_BUCKETS,
-                                 registry=r)
+        self.commits = Histogram(f"{PREFIX}_commit_seconds", "The commit of one batch: the "
+                                 "commit path's steps 4-8 (vectors, session state, LanceDB "
+                                 "merge and DuckDB transaction, offsets, feed)",
+                                 buckets=LATENCY_BUCKETS, registry=r)
         self.freshness = Histogram(f"{PREFIX}_freshness_seconds", "Log append time of an event "
                                    "to its batch committed in the stores",
                                    buckets=FRESHNESS_BUCKETS, registry=r)
