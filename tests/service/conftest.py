@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,8 @@ import httpx
 import pytest
 
 from memstack.foundation.settings import Settings
-from memstack.infra.topics import ensure_topics
 from memstack.jobs.service import spawn_service
-from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
+from tests.conftest import KafkaUnderTest, settings_on_fresh_topics
 
 KEYS = {"acme": "acme-key-all-0001", "other": "other-key-all-001",
         "acme-read": "acme-key-read-001", "acme-write": "acme-key-write-01"}
@@ -64,11 +62,7 @@ def stop_service(service: Service, timeout_s: float = 60.0) -> int:
 
 def fresh_settings(kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """A new topic prefix with memstack's topics, and a new home."""
-    prefix = f"t-svc-{uuid.uuid4().hex[:10]}"
-    ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
-    return Settings(home=tmp_path_factory.mktemp("svc-home"), kafka_port=kafka.port,
-                    controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
-                    topic_prefix=prefix, partitions=TEST_PARTITIONS)
+    return settings_on_fresh_topics(kafka, tmp_path_factory.mktemp("svc-home"), "t-svc")
 
 
 @pytest.fixture(scope="package")
