@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,17 @@ def stop_service(service: Service, timeout_s: float = 60.0) -> int:
         raise
 
 
+@contextmanager
+def running_service(settings: Settings, log: Path, *extra: str) -> Iterator[Service]:
+    """A started service; on leaving, stopped with SIGTERM, and it must have drained (exit 0)."""
+    running = start_service(settings, log, *extra)
+    try:
+        yield running
+    finally:
+        code = stop_service(running)
+        assert code == 0, running.log_tail()
+
+
 def fresh_settings(kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """A new topic prefix with memstack's topics, and a new home."""
     return settings_on_fresh_topics(kafka, tmp_path_factory.mktemp("svc-home"), "t-svc")
@@ -75,13 +87,9 @@ def service_settings(kafka: KafkaUnderTest,
 def service(service_settings: Settings,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     log = tmp_path_factory.mktemp("svc-log") / "serve.log"
-    running = start_service(service_settings, log)
-    try:
+    with running_service(service_settings, log) as running:
         yield running
-    finally:
-        code = stop_service(running)
-        assert code == 0, running.log_tail()
-        assert not (service_settings.home / "service.json").exists()
+    assert not (service_settings.home / "service.json").exists()
 
 
 def event(tenant: str, session: str, text: str, **extra: Any) -> dict[str, Any]:
