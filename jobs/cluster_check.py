@@ -101,7 +101,11 @@ def produce_fact_feed(settings: Settings, encoder: Any, teacher: Path, users: in
     from memstack.operators.log import LoggedEvent, LogPosition
     from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
     from memstack.pipelines.consolidation.feed import Sharding
-    from memstack.pipelines.consolidation.producer import FeedProducer, ensure_feed_topic
+    from memstack.pipelines.consolidation.producer import (
+        FeedProducer,
+        ensure_feed_topic,
+        publish_committed,
+    )
     from memstack.pipelines.log_reader import end_offsets
     from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 
@@ -121,12 +125,9 @@ def produce_fact_feed(settings: Settings, encoder: Any, teacher: Path, users: in
     events = DuckDBEventIndex(teacher)
     producer = FeedProducer(settings.bootstrap, topic, Distiller(StoreTeacher(events, encoder)),
                             Sharding.parse("acme=2"))
-    operator = IndexOperator()
     try:
-        for batch in (first[:len(first) // 2], first[len(first) // 2:], later):
-            mutations = operator.apply_batch(batch)
-            events.apply(mutations, {}, topic="t")
-            producer.publish(mutations)
+        publish_committed((first[:len(first) // 2], first[len(first) // 2:], later),
+                          IndexOperator(), events, producer)
     finally:
         producer.close()
         events.close()

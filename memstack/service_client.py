@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import httpx
 
@@ -41,7 +41,38 @@ DEFAULT_TIMEOUT = 60.0
 """Seconds per request; above the service's ``after=`` wait, so a 504 arrives as an answer."""
 
 
-class MemoryService(EventHelpers[WriteReceipt]):
+Transport = TypeVar("Transport", httpx.BaseTransport, httpx.AsyncBaseTransport)
+Http = TypeVar("Http", httpx.Client, httpx.AsyncClient)
+
+
+class _ServiceClient(Generic[Transport, Http]):
+    """What both service clients are built on: the resolved calls (url, key, tenant), the
+    tracer and the tenant's event builder; each client opens its own httpx client (``_open``).
+    """
+
+    tracer: MemoryTracer | None
+    """Spans per memory call when tracing is on (``MEMSTACK_OTEL=1``, docs/otel.md)."""
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, *,
+                 tenant: str | None = None, agent: str = "memstack-sdk",
+                 source: str = "memstack-http", timeout: float = DEFAULT_TIMEOUT,
+                 transport: Transport | None = None,
+                 tracer_provider: Any = None) -> None:
+        self.calls = Calls(ServiceConfig.resolve(url, api_key, tenant))
+        self.tracer = memory_tracer(tracer_provider)
+        self.events = EventBuilder(Defaults(tenant=self.tenant, agent=agent, source=source))
+        self._http: Http = self._open(timeout, transport)
+
+    def _open(self, timeout: float, transport: Transport | None) -> Http:
+        raise NotImplementedError
+
+    @property
+    def tenant(self) -> str:
+        return self.calls.config.tenant
+
+
+class MemoryService(_ServiceClient[httpx.BaseTransport, httpx.Client],
+                    EventHelpers[WriteReceipt]):
     """A blocking client of one tenant's memory on a running service.
 
     ``url``, ``api_key`` and ``tenant`` default to ``MEMSTACK_URL`` (or the service found
@@ -50,21 +81,9 @@ class MemoryService(EventHelpers[WriteReceipt]):
     ``retract``) write one event each and return a :class:`WriteReceipt`.
     """
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *,
-                 tenant: str | None = None, agent: str = "memstack-sdk",
-                 source: str = "memstack-http", timeout: float = DEFAULT_TIMEOUT,
-                 transport: httpx.BaseTransport | None = None,
-                 tracer_provider: Any = None) -> None:
-        self.calls = Calls(ServiceConfig.resolve(url, api_key, tenant))
-        self.tracer = memory_tracer(tracer_provider)
-        """Spans per memory call when tracing is on (``MEMSTACK_OTEL=1``, docs/otel.md)."""
-        self.events = EventBuilder(Defaults(tenant=self.tenant, agent=agent, source=source))
-        self._http = httpx.Client(base_url=self.calls.config.url, headers=self.calls.headers(),
-                                  timeout=timeout, transport=transport)
-
-    @property
-    def tenant(self) -> str:
-        return self.calls.config.tenant
+    def _open(self, timeout: float, transport: httpx.BaseTransport | None) -> httpx.Client:
+        return httpx.Client(base_url=self.calls.config.url, headers=self.calls.headers(),
+                            timeout=timeout, transport=transport)
 
     def _run(self, call: Call[T]) -> T:
         if self.tracer is not None:
@@ -164,24 +183,14 @@ def _traced(tracer: MemoryTracer, tenant: str, call: Call[T],
         return result
 
 
-class AsyncMemoryService(EventHelpers[Coroutine[Any, Any, WriteReceipt]]):
+class AsyncMemoryService(_ServiceClient[httpx.AsyncBaseTransport, httpx.AsyncClient],
+                         EventHelpers[Coroutine[Any, Any, WriteReceipt]]):
     """:class:`MemoryService` on ``httpx.AsyncClient``: the same calls, as coroutines."""
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *,
-                 tenant: str | None = None, agent: str = "memstack-sdk",
-                 source: str = "memstack-http", timeout: float = DEFAULT_TIMEOUT,
-                 transport: httpx.AsyncBaseTransport | None = None,
-                 tracer_provider: Any = None) -> None:
-        self.calls = Calls(ServiceConfig.resolve(url, api_key, tenant))
-        self.tracer = memory_tracer(tracer_provider)
-        self.events = EventBuilder(Defaults(tenant=self.tenant, agent=agent, source=source))
-        self._http = httpx.AsyncClient(base_url=self.calls.config.url,
-                                       headers=self.calls.headers(), timeout=timeout,
-                                       transport=transport)
-
-    @property
-    def tenant(self) -> str:
-        return self.calls.config.tenant
+    def _open(self, timeout: float,
+              transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.calls.config.url, headers=self.calls.headers(),
+                                 timeout=timeout, transport=transport)
 
     async def _run(self, call: Call[T]) -> T:
         if self.tracer is None:

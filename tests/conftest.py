@@ -6,6 +6,8 @@
 - ``topics`` (function): a unique topic prefix with memstack's topics created on that broker;
   returns a :class:`memstack.foundation.settings.Settings` pointing at it, with ``home`` a
   temporary dir.
+- :func:`settings_on_fresh_topics`: the same for a test or fixture that names its own home, topic
+  stem and partition count (a module's or package's log, a service's settings).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from memstack.foundation.settings import Settings
 from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
 from memstack.infra.net import admin_client, free_port_pair
-from memstack.infra.topics import ensure_topics
+from memstack.infra.topics import ensure_topics, topic_specs
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +64,24 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaUnderTest]:
         broker.stop()
 
 
+def settings_on_fresh_topics(kafka: KafkaUnderTest, home: Path, stem: str,
+                             partitions: int = TEST_PARTITIONS) -> Settings:
+    """Settings on the test broker under a new topic prefix ``<stem>-<random>``, memstack's
+    topics created there with ``partitions`` partitions, and ``home`` as home."""
+    prefix = f"{stem}-{uuid.uuid4().hex[:10]}"
+    ensure_topics(kafka.bootstrap, prefix, partitions)
+    return Settings(home=home, kafka_port=kafka.port, controller_port=kafka.controller_port,
+                    bootstrap=kafka.bootstrap, topic_prefix=prefix, partitions=partitions)
+
+
 @pytest.fixture
 def topics(kafka: KafkaUnderTest, request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:40].strip("-")
-    prefix = f"t-{name}-{uuid.uuid4().hex[:8]}"
-    names = ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
-    yield Settings(home=tmp_path_factory.mktemp("home"), kafka_port=kafka.port,
-                   controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
-                   topic_prefix=prefix, partitions=TEST_PARTITIONS)
-    _delete_topics(kafka.bootstrap, names)
+    settings = settings_on_fresh_topics(kafka, tmp_path_factory.mktemp("home"), f"t-{name}")
+    yield settings
+    _delete_topics(kafka.bootstrap, [s.name for s in topic_specs(settings.topic_prefix,
+                                                                 settings.partitions)])
 
 
 def _delete_topics(bootstrap: str, names: list[str]) -> None:

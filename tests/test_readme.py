@@ -14,7 +14,7 @@ import pytest
 from memstack.foundation.settings import Settings
 from memstack.pipelines.log_reader import read_bounded
 from memstack.schemas.sealed import parse_record
-from tests.service.conftest import KEYS, start_service, stop_service
+from tests.service.conftest import KEYS, running_service
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -35,11 +35,8 @@ def test_readme_example_runs(block: str, topics: Settings, tmp_path: Path,
     monkeypatch.setenv("MEMSTACK_HOME", str(topics.home))
     if "MemoryService" in block:
         monkeypatch.setenv("MEMSTACK_API_KEY", KEYS["acme"])
-        service = start_service(topics, tmp_path / "serve.log")
-        try:
+        with running_service(topics, tmp_path / "serve.log"):
             exec(compile(block, str(README), "exec"), {})
-        finally:
-            assert stop_service(service) == 0, service.log_tail()
     else:
         exec(compile(block, str(README), "exec"), {})
     events = [parse_record(r.value or b"") for r in read_bounded(topics.bootstrap,

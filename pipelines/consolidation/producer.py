@@ -5,7 +5,9 @@ batch: it derives the feed items, distils them and produces them to ``<prefix>.c
 (idempotent producer, ``acks=all``), keyed by shard; a broadcast removal goes to every
 partition. It returns once the broker acknowledged every record. A crash between the stores'
 commit and the publish loses that batch's items: :func:`feed_from_stores` re-emits the current
-versions (the actors skip ids already live), see docs/consolidation.md.
+versions (the actors skip ids already live), see docs/consolidation.md. :func:`publish_committed`
+is that sequence (operator, commit, publish) over logged batches, for a check or test that feeds
+the learners without a live worker.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from kafka import KafkaProducer
 
 from memstack.foundation.settings import Settings
 from memstack.infra.topics import TopicSpec, apply_topic_specs
+from memstack.operators.index import IndexOperator
+from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import FactVersion, Mutation
 from memstack.pipelines.consolidation.distill import Distiller
 from memstack.pipelines.consolidation.feed import (
@@ -29,6 +33,7 @@ from memstack.pipelines.consolidation.feed import (
     write_item,
 )
 from memstack.pipelines.stores import arrow
+from memstack.pipelines.stores.base import EventIndex
 from memstack.pipelines.stores.bundle import Stores
 
 log = logging.getLogger(__name__)
@@ -108,6 +113,16 @@ class FeedProducer:
 
     def close(self) -> None:
         self._producer.close(timeout=30)
+
+
+def publish_committed(batches: Iterable[Sequence[LoggedEvent]], operator: IndexOperator,
+                      events: EventIndex, producer: FeedProducer) -> None:
+    """What the live pipeline does after each batch: the operator's mutations, committed to
+    ``events`` (no offsets), then published to the feed."""
+    for batch in batches:
+        mutations = operator.apply_batch(batch)
+        events.apply(mutations, {}, topic="t")
+        producer.publish(mutations)
 
 
 def current_versions(stores: Stores) -> Iterable[FactVersion]:

@@ -20,7 +20,11 @@ from memstack.operators.log import LoggedEvent
 from memstack.pipelines.consolidation.actor import WorkerConfig, WorkerStatus, actor_class
 from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
 from memstack.pipelines.consolidation.feed import Sharding
-from memstack.pipelines.consolidation.producer import FeedProducer, ensure_feed_topic
+from memstack.pipelines.consolidation.producer import (
+    FeedProducer,
+    ensure_feed_topic,
+    publish_committed,
+)
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from tests.consolidation.givens import SMALL
@@ -53,14 +57,10 @@ def _batches() -> list[list[LoggedEvent]]:
 def _produce(settings: Settings, encoder: MiniLMEncoder, tmp: Path) -> dict[int, int]:
     topic = ensure_feed_topic(settings)
     events = DuckDBEventIndex(tmp / "memstack.duckdb")
-    operator = IndexOperator()
     producer = FeedProducer(settings.bootstrap, topic,
                             Distiller(StoreTeacher(events, encoder)), Sharding.parse("acme=2"))
     try:
-        for batch in _batches():  # what the live pipeline does after each committed batch
-            mutations = operator.apply_batch(batch)
-            events.apply(mutations, {}, topic="t")
-            producer.publish(mutations)
+        publish_committed(_batches(), IndexOperator(), events, producer)
     finally:
         producer.close()
         events.close()

@@ -35,6 +35,7 @@ from memstack.pipelines.replay.progress import Progress, ProgressTracker
 from memstack.pipelines.replay.source import offsets_option, source_ddl
 from memstack.schemas.events import ForgetScope
 from memstack.view import AsOfView, MemoryView
+from tests.conftest import KafkaUnderTest, settings_on_fresh_topics
 
 B = EventBuilder(Defaults("acme", "helper"))
 
@@ -115,14 +116,10 @@ def _emit_log(settings: Settings, sessions: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def replay_log(kafka: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    from memstack.infra.topics import ensure_topics
-
-    bootstrap = kafka.bootstrap  # type: ignore[attr-defined]  # KafkaUnderTest
-    prefix = f"t-replay-{datetime.now(UTC):%H%M%S%f}"
-    ensure_topics(bootstrap, prefix, 3)
-    settings = Settings(home=tmp_path_factory.mktemp("replay-home"), bootstrap=bootstrap,
-                        topic_prefix=prefix, partitions=3)
+def replay_log(kafka: KafkaUnderTest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    settings = settings_on_fresh_topics(kafka, tmp_path_factory.mktemp("replay-home"),
+                                        "t-replay")
     _emit_log(settings, sessions=8)
     yield settings
 
@@ -220,21 +217,17 @@ def test_replay_equals_live_then_mid_log_as_known_then_catch_up(replay_log: Sett
 
 
 @pytest.mark.slow
-def test_replay_after_forget_rebuilds_nothing_forgotten(kafka: object, tmp_path: Path) -> None:
+def test_replay_after_forget_rebuilds_nothing_forgotten(kafka: KafkaUnderTest,
+                                                        tmp_path: Path) -> None:
     """Sealed events, a session forget (its keys destroyed), then a PyFlink replay from
     offset 0 into a new directory: the forgotten session's content is not rebuilt, the other
     session is, and an event of the forgotten session logged after the request is new data."""
     import time
 
     from memstack.foundation.keystore import FileKeyStore
-    from memstack.infra.topics import ensure_topics
     from memstack.pipelines.stores.bundle import Stores
 
-    bootstrap = kafka.bootstrap  # type: ignore[attr-defined]  # KafkaUnderTest
-    prefix = f"t-replay-forget-{datetime.now(UTC):%H%M%S%f}"
-    ensure_topics(bootstrap, prefix, 3)
-    settings = Settings(home=tmp_path / "home", bootstrap=bootstrap, topic_prefix=prefix,
-                        partitions=3)
+    settings = settings_on_fresh_topics(kafka, tmp_path / "home", "t-replay-forget")
     secret = "the safe in the attic opens with 4-19-33"
     keys = FileKeyStore(settings.keys_dir)
     with MemoryClient("acme", "helper", settings=settings, keys=keys) as client:

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from memstack.foundation.settings import Settings
 from memstack.infra.flink_cluster import FlinkCluster, rest_get
 from memstack.infra.net import free_port_pair
 from memstack.jobs.run import worker_env
+from tests.conftest import KafkaUnderTest, settings_on_fresh_topics
 
 pytestmark = pytest.mark.slow
 
@@ -33,15 +33,11 @@ def _cli(settings: Settings, *args: str, timeout: float = 300) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster_log(kafka: object, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    from memstack.infra.topics import ensure_topics
+def cluster_log(kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     from tests.integration.test_replay import _emit_log
 
-    bootstrap = kafka.bootstrap  # type: ignore[attr-defined]  # KafkaUnderTest
-    prefix = f"t-flinkcluster-{datetime.now(UTC):%H%M%S%f}"
-    ensure_topics(bootstrap, prefix, 3)
-    settings = Settings(home=tmp_path_factory.mktemp("flink-home"), bootstrap=bootstrap,
-                        topic_prefix=prefix, partitions=3)
+    settings = settings_on_fresh_topics(kafka, tmp_path_factory.mktemp("flink-home"),
+                                        "t-flinkcluster")
     _emit_log(settings, sessions=6)
     return settings
 

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-import uuid
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,10 +18,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memstack.client import MemoryClient
-from memstack.foundation.settings import Settings
 from memstack.foundation.telemetry import memory_tracer, operation_of
-from memstack.infra.topics import ensure_topics
-from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
+from tests.conftest import KafkaUnderTest, settings_on_fresh_topics
 
 OFF = """
 import json, sys
@@ -61,12 +59,8 @@ def test_operation_of_event_kinds() -> None:
 
 
 def test_memory_client_emits_one_span_per_event(kafka: KafkaUnderTest,
-                                                tmp_path: object) -> None:
-    prefix = f"t-otel-sdk-{uuid.uuid4().hex[:8]}"
-    ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
-    settings = Settings(home=tmp_path, kafka_port=kafka.port,  # type: ignore[arg-type]
-                        controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
-                        topic_prefix=prefix, partitions=TEST_PARTITIONS)
+                                                tmp_path: Path) -> None:
+    settings = settings_on_fresh_topics(kafka, tmp_path, "t-otel-sdk")
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -91,16 +85,12 @@ def test_memory_client_emits_one_span_per_event(kafka: KafkaUnderTest,
     assert all(s.kind.name == "CLIENT" for s in spans)
 
 
-def test_async_memory_client_spans_a_batch(kafka: KafkaUnderTest, tmp_path: object) -> None:
+def test_async_memory_client_spans_a_batch(kafka: KafkaUnderTest, tmp_path: Path) -> None:
     import asyncio
 
     from memstack.aio import AsyncMemoryClient
 
-    prefix = f"t-otel-aio-{uuid.uuid4().hex[:8]}"
-    ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
-    settings = Settings(home=tmp_path, kafka_port=kafka.port,  # type: ignore[arg-type]
-                        controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
-                        topic_prefix=prefix, partitions=TEST_PARTITIONS)
+    settings = settings_on_fresh_topics(kafka, tmp_path, "t-otel-aio")
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))

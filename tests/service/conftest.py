@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,8 @@ import httpx
 import pytest
 
 from memstack.foundation.settings import Settings
-from memstack.infra.topics import ensure_topics
 from memstack.jobs.service import spawn_service
-from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
+from tests.conftest import KafkaUnderTest, settings_on_fresh_topics
 
 KEYS = {"acme": "acme-key-all-0001", "other": "other-key-all-001",
         "acme-read": "acme-key-read-001", "acme-write": "acme-key-write-01"}
@@ -62,13 +61,20 @@ def stop_service(service: Service, timeout_s: float = 60.0) -> int:
         raise
 
 
+@contextmanager
+def running_service(settings: Settings, log: Path, *extra: str) -> Iterator[Service]:
+    """A started service; on leaving, stopped with SIGTERM, and it must have drained (exit 0)."""
+    running = start_service(settings, log, *extra)
+    try:
+        yield running
+    finally:
+        code = stop_service(running)
+        assert code == 0, running.log_tail()
+
+
 def fresh_settings(kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """A new topic prefix with memstack's topics, and a new home."""
-    prefix = f"t-svc-{uuid.uuid4().hex[:10]}"
-    ensure_topics(kafka.bootstrap, prefix, TEST_PARTITIONS)
-    return Settings(home=tmp_path_factory.mktemp("svc-home"), kafka_port=kafka.port,
-                    controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
-                    topic_prefix=prefix, partitions=TEST_PARTITIONS)
+    return settings_on_fresh_topics(kafka, tmp_path_factory.mktemp("svc-home"), "t-svc")
 
 
 @pytest.fixture(scope="package")
@@ -81,13 +87,9 @@ def service_settings(kafka: KafkaUnderTest,
 def service(service_settings: Settings,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     log = tmp_path_factory.mktemp("svc-log") / "serve.log"
-    running = start_service(service_settings, log)
-    try:
+    with running_service(service_settings, log) as running:
         yield running
-    finally:
-        code = stop_service(running)
-        assert code == 0, running.log_tail()
-        assert not (service_settings.home / "service.json").exists()
+    assert not (service_settings.home / "service.json").exists()
 
 
 def event(tenant: str, session: str, text: str, **extra: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from memstack.pipelines.replay.switch import current_stores
 from memstack.pipelines.stores.bundle import Stores
 from memstack.service_client import MemoryService
 from tests.conftest import KafkaUnderTest
-from tests.service.conftest import KEYS, fresh_settings, start_service, stop_service
+from tests.service.conftest import KEYS, fresh_settings, running_service
 
 pytestmark = pytest.mark.slow
 
@@ -86,11 +86,8 @@ def test_reindex_switches_a_running_service_without_a_failed_query(
         kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory) -> None:
     settings = fresh_settings(kafka, tmp_path_factory)
     log = tmp_path_factory.mktemp("reindex-log") / "serve.log"
-    service = start_service(settings, log)
-    try:
+    with running_service(settings, log) as service:
         _scenario(service.url, settings, log)
-    finally:
-        assert stop_service(service) == 0, log.read_text()[-3000:]
 
 
 def _scenario(url: str, settings: object, log: Path) -> None:

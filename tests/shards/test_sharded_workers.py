@@ -15,7 +15,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,7 +22,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstack.foundation.settings import Settings
-from memstack.infra.topics import ensure_topics
 from memstack.jobs.bench.scale_workload import scale_log, tenant_name
 from memstack.jobs.shards import discover_workers, spawn_shard_worker, wait_for_cards
 from memstack.pipelines.stores.bundle import Stores
@@ -31,7 +29,7 @@ from memstack.server.api_keys import ApiKeys
 from memstack.server.router.app import router_app
 from memstack.server.router.fanout import Fanout
 from memstack.view.ops import Query as Q
-from tests.conftest import KafkaUnderTest
+from tests.conftest import KafkaUnderTest, settings_on_fresh_topics
 from tests.shards.deployment import (
     FAR,
     answer_hash,
@@ -49,11 +47,8 @@ PARTITIONS = 6
 TENANTS = [tenant_name(i) for i in range(3)]
 @pytest.fixture
 def six(kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    prefix = f"t-shards-{uuid.uuid4().hex[:8]}"
-    ensure_topics(kafka.bootstrap, prefix, PARTITIONS)
-    return Settings(home=tmp_path_factory.mktemp("home"), kafka_port=kafka.port,
-                    controller_port=kafka.controller_port, bootstrap=kafka.bootstrap,
-                    topic_prefix=prefix, partitions=PARTITIONS)
+    return settings_on_fresh_topics(kafka, tmp_path_factory.mktemp("home"), "t-shards",
+                                    PARTITIONS)
 
 
 def compare(settings: Settings, fanout: Fanout, scratch: Path, qs: list[Q]) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from memstack.foundation.settings import Settings
 from tests.conftest import KafkaUnderTest
-from tests.service.conftest import Service, fresh_settings, start_service, stop_service
+from tests.service.conftest import Service, fresh_settings, running_service
 
 CHROMIUM = os.environ.get("MEMSTACK_CHROMIUM", "/usr/bin/chromium")
 
@@ -26,12 +26,8 @@ def ui_service(kafka: KafkaUnderTest,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     settings: Settings = fresh_settings(kafka, tmp_path_factory)
     log = tmp_path_factory.mktemp("ui-log") / "serve.log"
-    running = start_service(settings, log)
-    try:
+    with running_service(settings, log) as running:
         yield running
-    finally:
-        code = stop_service(running)
-        assert code == 0, running.log_tail()
 
 
 @pytest.fixture(scope="package")
