@@ -44,18 +44,13 @@ def emit_conversations(settings: Settings, sessions: int) -> int:
 def _replay(settings: Settings, into: Path, parallelism: int,
             cluster: str | None) -> dict[str, float]:
     from memstack.pipelines.replay.bounds import Earliest
-    from memstack.pipelines.replay.job import ReplaySpec, run_replay
+    from memstack.pipelines.replay.job import ReplaySpec, timed_replay
 
-    spec = ReplaySpec(into=into, start=Earliest(), parallelism=parallelism, cluster=cluster,
-                      work_dir=into.parent / f".{into.name}.flink")
-    began = time.perf_counter()
-    result = run_replay(spec, settings)
-    seconds = time.perf_counter() - began
-    p = result.progress
-    if p is None or p.applied == 0:
-        raise RuntimeError(f"the replay into {into} applied nothing")
-    return {"seconds": seconds, "startup_s": seconds - p.processing_s,
-            "processing_events_per_s": p.applied / p.processing_s if p.processing_s else 0.0}
+    timed = timed_replay(ReplaySpec(into=into, start=Earliest(), parallelism=parallelism,
+                                    cluster=cluster, work_dir=into.parent / f".{into.name}.flink"),
+                         settings)
+    return {"seconds": timed.seconds, "startup_s": timed.startup_s,
+            "processing_events_per_s": timed.processing_events_per_s}
 
 
 def replay_check(settings: Settings, work: Path, args: argparse.Namespace) -> dict[str, Any]:

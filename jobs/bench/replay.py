@@ -129,18 +129,12 @@ def _replay(settings: Settings, into: Path, parallelism: int, report: Report) ->
 
 def _replay_job(settings: Settings, into: Path, parallelism: int) -> tuple[Replayed, int]:
     from memstack.pipelines.replay.bounds import Earliest
-    from memstack.pipelines.replay.job import ReplaySpec, run_replay
+    from memstack.pipelines.replay.job import ReplaySpec, timed_replay
 
-    spec = ReplaySpec(into=into, start=Earliest(), parallelism=parallelism,
-                      work_dir=into.parent / "flink")
-    began = time.perf_counter()
-    result = run_replay(spec, settings)
-    seconds = time.perf_counter() - began
-    p = result.progress
-    if p is None or p.applied == 0:
-        raise RuntimeError(f"the replay at parallelism {parallelism} applied nothing")
-    return Replayed(result.events / seconds, seconds - p.processing_s,
-                    p.applied / p.processing_s if p.processing_s > 0 else 0.0), result.events
+    timed = timed_replay(ReplaySpec(into=into, start=Earliest(), parallelism=parallelism,
+                                    work_dir=into.parent / "flink"), settings)
+    return Replayed(timed.events_per_s, timed.startup_s,
+                    timed.processing_events_per_s), timed.result.events
 
 
 @dataclass

@@ -83,6 +83,44 @@ class ReplayResult:
         return self.bounds.total() / self.job_seconds if self.job_seconds > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class TimedReplay:
+    """A replay that applied something, timed from outside the whole call (start-up counts)."""
+
+    result: ReplayResult
+    progress: Progress
+    """The job's last progress (the processing time and the events applied)."""
+    seconds: float
+
+    @property
+    def events_per_s(self) -> float:
+        """Events over the whole call: stores, bounds, JVM, job start, processing, last commit."""
+        return self.result.events / self.seconds
+
+    @property
+    def startup_s(self) -> float:
+        """The call's time outside the processing."""
+        return self.seconds - self.progress.processing_s
+
+    @property
+    def processing_events_per_s(self) -> float:
+        p = self.progress
+        return p.applied / p.processing_s if p.processing_s > 0 else 0.0
+
+
+def timed_replay(spec: ReplaySpec, settings: Settings) -> TimedReplay:
+    """Run the replay and time the whole call; a replay that applied nothing is an error (its
+    rates would be meaningless)."""
+    began = time.perf_counter()
+    result = run_replay(spec, settings)
+    seconds = time.perf_counter() - began
+    if result.progress is None or result.progress.applied == 0:
+        raise ReplayJobError(f"the replay into {spec.into} (parallelism {spec.parallelism}) "
+                             "applied nothing: is the log empty, or were the stores already "
+                             "caught up?")
+    return TimedReplay(result, result.progress, seconds)
+
+
 def plan_bounds(spec: ReplaySpec, settings: Settings, config: WriterConfig) -> Bounds:
     """The offsets to replay: resolved points, each start raised to the stores' offsets."""
     bounds = resolve(settings.bootstrap, settings.events_topic, spec.start, spec.stop)
