@@ -184,10 +184,10 @@ def _run(settings: Settings, convs: list[dict[str, object]], mix: dict[str, int]
         processor = make_processor(stores, keys=keys, lineage=lineage, encoder=enc,
                                    registry=REGISTRY, outcomes_dir=settings.home / "forget")
         for i, (tenant, scope) in enumerate(scopes):
-            _one(ctx, processor, fc, (tenant, scope))
-            if i % 20 == 0 or i == len(scopes) - 1:
+            differing = _one(ctx, processor, fc, (tenant, scope))
+            if i % 20 == 0 or i == len(scopes) - 1 or differing:
                 report("request %d/%d: %s, oracle %s", i + 1, len(scopes), scope.type,
-                       "equal" if ctx.scores.removal[-1] else "DIFFERENT")
+                       f"DIFFERENT {differing}" if differing else "equal")
     return _finish(ctx, live, report)
 
 
@@ -217,7 +217,9 @@ def kept_items(events: Sequence[Event], gone: set[str], present: set[str],
     return items[::step][:KEPT_PER_REQUEST]
 
 
-def _one(ctx: Context, processor: ForgetProcessor, client: MemoryClient, item: Scope) -> None:
+def _one(ctx: Context, processor: ForgetProcessor, client: MemoryClient,
+         item: Scope) -> tuple[str, ...]:
+    """Apply and grade one request; the parts that differ from the clean build."""
     sc, t0 = ctx.scores, time.monotonic()
     request = _request(ctx, client, *item)
     ctx.ledger.add(request)
@@ -243,6 +245,7 @@ def _one(ctx: Context, processor: ForgetProcessor, client: MemoryClient, item: S
     kept = [e for e in ctx.events if e.event_id in set(safe)]
     sc.extraction.append(extraction_ok(processor.stores.stores, request.tenant, gone, texts,
                                        kept))
+    return verdict.differing
 
 
 def _queries(text: str) -> tuple[str, str]:

@@ -117,12 +117,16 @@ class CleanBuild:
         return Verdict(not differing, tuple(differing), preserved)
 
     def project(self, stores: Stores, gone: set[str]) -> None:
-        """Project every record but those of ``gone``: the filter runs before projection."""
-        projector = StoreProjector(stores, self.encoder, self.topic, self.registry)
+        """Project every record but those of ``gone`` (the filter runs before projection),
+        then build the indexes once over exactly those rows: the reference is an index that
+        never held anything else (an index grown batch by batch scores full-text hits with
+        other statistics than one built at once, whatever was forgotten)."""
+        projector = StoreProjector(stores, self.encoder, self.topic, self.registry,
+                                   maintain_indexes=False)
         kept = [r for r in self.records if event_id_of(r) not in gone]
         for lo in range(0, len(kept), BATCH):
             projector.commit(projector.prepare(kept[lo:lo + BATCH]))
-        stores.vectors.maintain()
+        stores.vectors.maintain(force=True)
 
 
 def history_holds(stores: Stores, gone: set[str]) -> bool:
