@@ -23,10 +23,11 @@ def test_every_benchmark_and_evaluation_is_found_and_helpers_are_not() -> None:
     found = measurements()
     for wanted in (("bench", "ingest"), ("bench", "pipeline"), ("bench", "replay"),
                    ("bench", "query"), ("bench", "state"), ("eval", "stale"),
-                   ("eval", "locomo")):
+                   ("eval", "locomo"), ("bench", "forget"), ("eval", "forget")):
         assert wanted in found
     names = {name for _, name in found}
-    assert not names & {"all", "exact", "workload", "locomo_data", "consolidate_actor"}
+    assert not names & {"all", "exact", "workload", "locomo_data", "consolidate_actor",
+                        "forget_worker", "forget_oracle", "forget_scopes"}
     assert found.index(("bench", "ingest")) < found.index(("eval", "stale"))
 
 

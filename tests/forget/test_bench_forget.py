@@ -1,0 +1,40 @@
+"""``memstack bench forget`` at a toy size: every figure measured, on the real stores, the real
+projector and the real live forget path, while ingest goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memstack.jobs.bench.forget import Plan, measure_size, result
+from memstack.jobs.bench.forget_worker import INGEST_EVERY
+from memstack.jobs.measure import Report
+
+FIGURES = ("logical_p50_s", "logical_p99_s", "physical_p50_s", "physical_p99_s",
+           "audit_p50_s", "batch_100_s", "batch_done", "batch_extrapolated",
+           "ingest_stall_max_s", "audit_pass_rate", "rows_lost", "ingested_rows")
+
+
+def test_bench_measures_forgets_while_ingest_goes_on(tmp_path: Path) -> None:
+    f = measure_size(Plan(3_000, 2, batch=4, batch_budget_s=300.0), Report("test"), tmp_path)
+    assert set(FIGURES) <= f.keys(), f
+    assert f["rows_lost"] == 0.0  # ingest kept committing; only the victims are gone
+    assert f["ingested_rows"] > 0 and f["audit_pass_rate"] == 1.0
+    assert 0 < f["physical_p50_s"] <= f["physical_p99_s"] <= f["logical_p99_s"]
+    assert f["batch_done"] == 4 and f["batch_extrapolated"] == 0.0
+    assert f["batch_100_s"] >= f["physical_p50_s"]
+    assert f["ingest_stall_max_s"] >= INGEST_EVERY * 0.5
+
+
+def test_batch_over_budget_is_extrapolated_and_said_so(tmp_path: Path) -> None:
+    f = measure_size(Plan(2_000, 1, batch=30, batch_budget_s=0.5), Report("test"), tmp_path)
+    assert f["batch_extrapolated"] == 1.0 and f["batch_done"] < 30
+    assert f["batch_100_s"] > 0.5 and f["rows_lost"] == 0.0
+
+
+def test_result_figures() -> None:
+    lo = {"physical_p50_s": 2.0, "batch_100_s": 200.0, "ingest_stall_max_s": 2.5}
+    hi = {"physical_p50_s": 6.0, "batch_100_s": 600.0, "ingest_stall_max_s": 7.0}
+    r = result(10, 100, lo, hi, Report("test")).figures
+    assert r["rows_small"] == 10 and r["rows_large"] == 100 and r["growth"] == 3.0
+    assert r["ingest_stall_max_s"] == 7.0 and r["batch_100_vs_one"] == 100.0
+    assert r["physical_p50_s_small"] == 2.0 and r["physical_p50_s"] == 6.0
