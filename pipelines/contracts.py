@@ -22,15 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Protocol
 
 from memstack.operators.log import LoggedEvent
 from memstack.operators.mutations import Mutation
 from memstack.pipelines.log_reader import LogRecord
 from memstack.schemas.events import Event
+
+if TYPE_CHECKING:  # numpy is a server dependency: the CLI's parser imports this module
+    import numpy as np
+    import numpy.typing as npt
 
 
 @dataclass(frozen=True)
