@@ -142,13 +142,8 @@ def _live_forgetting(settings: Settings, directory: Path, path: CommitPath) -> L
 
     base = path.store
     assert base.forgotten is not None
-
-    def on_reopen(stores: Stores) -> None:
-        if path.feed is not None:  # its teacher reads the current facts
-            path.feed.follow(stores)
-
     return LiveForgetting(directory, base, base.forgotten,  # type: ignore[arg-type]
-                          lambda fs: processor_for(settings, fs), on_reopen)
+                          lambda fs: processor_for(settings, fs))
 
 
 TRANSIENT = ("GroupCoordinatorNotAvailable", "NotCoordinatorForGroup", "NodeNotReady")
@@ -210,7 +205,7 @@ def run_live(settings: Settings, options: RunOptions) -> int:
     finally:
         if metrics is not None:
             metrics.close()
-        path.store.stores.close()  # the current stores (a forget reopens them)
+        path.store.stores.close()
     log.info("live worker stopped (exit %d) after %.1f s: %d events applied, %d dead letters",
              code, time.monotonic() - started, live.processor.stats.applied,
              live.processor.stats.dead_letters)

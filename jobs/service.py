@@ -134,12 +134,13 @@ def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
         feed.publish(changes_of(plan.mutations), applied())
         watch.notify()
 
-    def forgot(outcome: Any) -> None:
-        if outcome is not None:
-            request = outcome.request
+    def forgot(hidden: Any) -> None:
+        if hidden is not None:
+            request = hidden.request
             feed.publish([(request.tenant, "forgotten", {
                 "request_id": request.request_id, "scope": request.describe(),
-                "events": outcome.events, "audit_passed": outcome.audit.passed})], applied())
+                "events": len(hidden.resolved.targets.event_ids), "status": "invisible"})],
+                applied())
         watch.notify()
 
     live.on_committed.append(committed)

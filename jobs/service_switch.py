@@ -53,7 +53,7 @@ def attach_switcher(settings: Settings, live: LiveApp, path: CommitPath,
         return apply_pending_forgets(settings, target, forgetting.ledger.requests, encoder)
 
     def switched(stores: Stores) -> None:
-        forgetting.directory = stores.directory
+        forgetting.move_to(stores.directory)
         desk.move_to(stores.directory)
         if path.feed is not None:  # its teacher reads the current facts
             path.feed.follow(stores)

@@ -115,7 +115,7 @@ class MemoryService(_ServiceClient[httpx.BaseTransport, httpx.Client],
         return self._run(self.calls.forget(scope, reason))
 
     def forget_status(self, request_id: str) -> ForgetStatus:
-        """Where a forget request stands (logged, applied, audited), with its audit."""
+        """Where a forget request stands (logged, invisible, erased, audited), with its audit."""
         return self._run(self.calls.forget_status(request_id))
 
     def facts(self, subject: str | None = None, relation: str | None = None, *,

@@ -132,8 +132,13 @@ class ForgetStatus(_Answer):
 
     request_id: str
     status: str
-    """``logged``, ``applied`` or ``audited``."""
+    """``logged``, ``invisible`` (no read returns the content), ``erased`` (its bytes are gone
+    from every store) or ``audited``."""
     scope: str | None = None
+    phases: dict[str, str] | None = None
+    """When each phase was reached (ISO 8601, UTC)."""
+    phase_seconds: dict[str, float] | None = None
+    """Per phase reached, seconds after the request was logged."""
     audit: dict[str, Any] | None = None
 
 

@@ -32,9 +32,9 @@ from memstack.pipelines import dlq
 from memstack.pipelines.commit_path import CommitPath
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
-from memstack.pipelines.forget_agent import declare_forget_agent
+from memstack.pipelines.forget_agent import declare_forget_agent, stop_eraser
 from memstack.pipelines.forgetting.live import LiveForgetting
-from memstack.pipelines.forgetting.processor import ForgetOutcome
+from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import end_offsets, open_consumer
@@ -94,10 +94,12 @@ class LiveApp:
     rebalances: set[asyncio.Future[None]] = field(default_factory=set)
     on_committed: list[Callable[[Plan], None]] = field(default_factory=list)
     """Called on the loop after each committed batch (the service's watch and change feed)."""
-    on_forgot: list[Callable[[ForgetOutcome | None], None]] = field(default_factory=list)
-    """Called on the loop after each forget record was handled (applied or skipped)."""
+    on_forgot: list[Callable[[Hidden | None], None]] = field(default_factory=list)
+    """Called on the loop after each forget record was handled (hidden, or skipped: None)."""
+    on_erased: list[Callable[[ForgetOutcome], None]] = field(default_factory=list)
+    """Called on the eraser's thread after each request was erased and audited."""
     exclusive: Callable[[], AbstractContextManager[None]] | None = None
-    """Held while a forget closes and rewrites the stores (the service's readers wait)."""
+    """Held while a forget hides a request in the stores (the service's readers wait)."""
     before_assigned: Callable[[list[int]], Awaitable[None]] | None = None
     """Awaited after each rebalance with the assigned partitions, before the processor seeks
     to the stores' offsets (sharded workers open and close their shards here)."""
@@ -356,5 +358,6 @@ def run_worker(live: LiveApp, loglevel: str = "WARNING") -> int:
     except SystemExit as exc:
         log.debug("faust worker exited with %s", exc.code)
     finally:
+        stop_eraser(live)
         live.processor.close()
     return 1 if live.failure is not None else 0

@@ -1,10 +1,11 @@
-"""The live worker's agent on ``<prefix>.forget``: each request applied on the store thread,
-between two batches of events.
+"""The live worker's agent on ``<prefix>.forget``: each request hidden on the store thread,
+between two batches of events, and erased by the worker's eraser thread meanwhile.
 
 A request whose lineage cannot read the log (the broker away) is applied again with back-off;
 any other failure (a full disk) stops the worker as a failed batch does, and a restart applies
 the request again from the start (every step is idempotent). A request counts as applied
-only once it was (:meth:`LiveForgetting.apply`), so reads ``after=`` it wait meanwhile.
+only once it was hidden (:meth:`LiveForgetting.apply`), so reads ``after=`` it wait meanwhile;
+it counts as applied in the stores (``forget_applied.json``) once erased and audited.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from faust.types import StreamT
 from kafka.errors import KafkaError
 
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
+from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.live import LiveForgetting
-from memstack.pipelines.forgetting.processor import ForgetOutcome
+from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 from memstack.pipelines.log_reader import LogRecord
 
 if TYPE_CHECKING:
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ERASER_DRAIN_S = 120.0
+"""How long a stopping worker lets its eraser finish the requests it hid; what is left is
+erased after the restart (the requests are not marked applied)."""
 FORGET_BROKER_RETRIES = 12
 """Attempts of a forget request whose lineage cannot read the log (the broker away): with
 back-off up to 10 s, about 100 s in all, inside the producers' 120 s delivery timeout; then the
@@ -33,17 +38,24 @@ worker stops and a restart applies it again."""
 
 
 def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
-    """Forget requests are applied on the store thread, between two batches of events."""
+    """Forget requests are hidden on the store thread, between two batches of events, and
+    erased by an :class:`Eraser` thread (started here; :func:`stop_eraser` stops it)."""
+    if forgetting.eraser is None:
+        def erased(outcome: ForgetOutcome) -> None:
+            for hook in live.on_erased:
+                hook(outcome)
+
+        forgetting.eraser = Eraser(forgetting.erasing_processor, on_erased=erased).start()
     ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
 
-    def apply(record: LogRecord) -> ForgetOutcome | None:
+    def apply(record: LogRecord) -> Hidden | None:
         if live.exclusive is None:
             return forgetting.apply(record)
         with live.exclusive():
             return forgetting.apply(record)
 
-    async def applied(record: LogRecord) -> ForgetOutcome | None:
+    async def applied(record: LogRecord) -> Hidden | None:
         """Apply a request; retry it while the broker is away (its lineage reads the log)."""
         for attempt in range(1, FORGET_BROKER_RETRIES):
             try:
@@ -71,3 +83,9 @@ def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
                 hook(outcome)
 
     live.app.agent(ledger, name=f"{AGENT_NAME}-forget", concurrency=1)(forget)
+
+
+def stop_eraser(live: LiveApp, drain_s: float = ERASER_DRAIN_S) -> None:
+    """Stop the worker's eraser after it erased what is waiting (up to ``drain_s``)."""
+    if live.forgetting is not None and live.forgetting.eraser is not None:
+        live.forgetting.eraser.close(drain_s)

@@ -27,7 +27,7 @@ from memstack.pipelines.live import BatchTimes
 if TYPE_CHECKING:
     from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.faust_app import LiveApp
-    from memstack.pipelines.forgetting.processor import ForgetOutcome
+    from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +93,12 @@ class LiveMetrics:
                                    "to its batch committed in the stores",
                                    buckets=FRESHNESS_BUCKETS, registry=r)
         self.forgets = Counter(f"{PREFIX}_forget_requests", "Forget requests by phase reached: "
-                               "logged (HTTP), received, applied, audited, audit_failed, "
-                               "skipped", ["phase"], registry=r)
+                               "logged (HTTP), received, invisible, applied, audited, "
+                               "audit_failed, skipped", ["phase"], registry=r)
         self.forget_seconds = Histogram(f"{PREFIX}_forget_phase_seconds", "Seconds per forget "
-                                        "phase: resolve, erase, audit, total (processor) and "
-                                        "log_to_applied (request logged to applied)",
+                                        "phase: resolve, hide, probe, erase, audit, total "
+                                        "(processor), log_to_invisible and log_to_applied "
+                                        "(request logged to hidden, to erased and audited)",
                                         ["phase"], buckets=FORGET_BUCKETS, registry=r)
         self.queries = Histogram(f"{PREFIX}_query_seconds", "Read requests by kind, as the "
                                  "service answered them (with any after= wait)", ["kind"],
@@ -124,13 +125,18 @@ class LiveMetrics:
         for letter in plan.dead_letters:
             self.dead_letters.labels(*dead_letter_reason(letter)).inc()
 
-    def observe_forget(self, outcome: ForgetOutcome | None,
-                       now: datetime | None = None) -> None:
+    def observe_hidden(self, hidden: Hidden | None, now: datetime | None = None) -> None:
         """After the worker handled a forget record (None: not a request, or done before)."""
         self.forgets.labels("received").inc()
-        if outcome is None:
+        if hidden is None:
             self.forgets.labels("skipped").inc()
             return
+        self.forgets.labels("invisible").inc()
+        waited = ((now or datetime.now(UTC)) - hidden.request.log_time).total_seconds()
+        self.forget_seconds.labels("log_to_invisible").observe(max(0.0, waited))
+
+    def observe_forget(self, outcome: ForgetOutcome, now: datetime | None = None) -> None:
+        """After the eraser erased and audited a request (on its thread)."""
         self.forgets.labels("applied").inc()
         self.forgets.labels("audited" if outcome.audit.passed else "audit_failed").inc()
         for phase, seconds in outcome.seconds.items():
@@ -241,7 +247,8 @@ def attach(metrics: LiveMetrics, live: LiveApp, feed: FeedStep | None) -> LagRea
     of ``feed`` (the commit path's feed step, None when off); ``metrics.close()`` closes the
     lag reader's consumer."""
     live.processor.observers.append(lambda plan, times: metrics.observe_batch(plan, times))
-    live.on_forgot.append(lambda outcome: metrics.observe_forget(outcome))
+    live.on_forgot.append(lambda hidden: metrics.observe_hidden(hidden))
+    live.on_erased.append(lambda outcome: metrics.observe_forget(outcome))
     settings = live.settings
     applied: dict[str, Callable[[], Mapping[int, int]]] = {
         settings.events_topic: live.processor.applied_offsets}

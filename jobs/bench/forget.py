@@ -4,23 +4,21 @@ Per size (``--quick``: 20k and 200k memories; full: 100k and 1M) the stores are 
 bulk with the query benchmark's corpus and indexed as the worker indexes them; then a store
 thread runs the live worker's schedule over them (:mod:`memstack.jobs.bench.forget_worker`:
 a batch of events committed by the real projector every 0.2 s, and between two batches one
-forget record applied by the real ``LiveForgetting``). Against it:
+forget records hidden by the real ``LiveForgetting`` while the real ``Eraser`` purges and
+audits in its own thread). Against it:
 
-1. :data:`SINGLES` event-scope requests, one at a time (each waits until applied);
-2. :data:`BATCH` event-scope requests submitted together. Today's system applies them one by
-   one, each as long as a single one, so the batch stops waiting after
-   :data:`BATCH_BUDGET_S`; ``batch_100_s`` is then the measured time per request times
-   :data:`BATCH` (``batch_done`` says how many were measured, ``batch_extrapolated`` 1).
+1. :data:`SINGLES` event-scope requests, one at a time (each waits until audited);
+2. :data:`BATCH` event-scope requests submitted together; when they are not all erased within
+   :data:`BATCH_BUDGET_S`, ``batch_100_s`` is the measured time per request times :data:`BATCH`
+   (``batch_done`` says how many were measured, ``batch_extrapolated`` 1).
 
 Figures at the large size (``*_small`` at the small one), seconds from the request's record
 being handed to the worker ("logged"):
 
-- ``physical_*``: until every store's bytes are erased (the processor's resolve and erase,
-  compaction and reopening included; its audit not);
-- ``logical_*``: until reads answer without the content. Today there is no separate hiding
-  phase: the service's readers wait while a forget holds the stores, and the worker reopens
-  them after the audit, so this is logged -> applied (audit included);
-- ``growth``: physical p50 large / small; ``batch_100_s``: first logged -> last applied;
+- ``logical_*``: until the request is hidden (no read returns its content);
+- ``physical_*``: until every store's bytes are erased (the eraser's pass: probe, purge of every
+  store; the audit after it not);
+- ``growth``: physical p50 large / small; ``batch_100_s``: first logged -> last erased;
 - ``ingest_stall_max_s``: the longest gap between two live commits while requests ran (the
   nominal gap is 0.2 s).
 
@@ -118,9 +116,9 @@ def _requests(worker: StoreThread, corpus: Corpus, victims: list[int], plan: Pla
         worker.inbox.put((record, time.monotonic()))
         worker.wait([request])
         singles.append(a := worker.applied[request.request_id])
-        report("request %d/%d: physical %.2f s, applied %.2f s, audit %s", i + 1,
-               plan.singles, a.erased - a.logged, a.applied - a.logged,
-               "pass" if a.outcome.audit.passed else "FAIL")
+        report("request %d/%d: invisible %.3f s, erased %.2f s, audited %.2f s, audit %s",
+               i + 1, plan.singles, a.invisible - a.logged, a.erased - a.logged,
+               a.audited - a.logged, "pass" if a.outcome.audit.passed else "FAIL")
     batch = [forget_record(row, corpus, plan.singles + i)
              for i, row in enumerate(victims[plan.singles:])]
     logged = time.monotonic()
@@ -131,7 +129,7 @@ def _requests(worker: StoreThread, corpus: Corpus, victims: list[int], plan: Pla
         worker.inbox.get_nowait()
     time.sleep(0.5)
     done = [worker.applied[r.request_id] for _, r in batch if r.request_id in worker.applied]
-    last = max((a.applied for a in done), default=time.monotonic()) - logged
+    last = max((a.erased for a in done), default=time.monotonic()) - logged
     batch_s = last if complete else last * plan.batch / max(1, len(done))
     gaps = np.diff(np.asarray(worker.commits[first_commit:]))
     report("batch of %d: %d applied in %.1f s (%s); longest gap between commits %.2f s",
@@ -147,7 +145,7 @@ def _pct(xs: list[float], q: float) -> float:
 def _figures(singles: list[Applied], batch: list[Applied], batch_s: float, complete: bool,
              gaps: npt.NDArray[np.float64]) -> dict[str, float]:
     physical = [a.erased - a.logged for a in singles]
-    logical = [a.applied - a.logged for a in singles]
+    logical = [a.invisible - a.logged for a in singles]
     stores = {f"{r.store}_s": r.physical.get("s", 0.0)
               for a in singles[-1:] for r in a.outcome.reports}
     return {

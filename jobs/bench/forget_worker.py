@@ -4,15 +4,15 @@
 clustered synthetic vectors, Zipf texts) into the stores in bulk, one DuckDB record and one
 LanceDB memory row per event, with canonical UUIDv7 event ids so forget requests can name them.
 
-:class:`StoreThread` runs what the live worker's store thread runs (pipelines/live.py and
+:class:`StoreThread` runs what the live worker runs (pipelines/live.py,
 pipelines/forget_agent.py): every :data:`INGEST_EVERY` s a batch of :data:`INGEST_ROWS` message
 events is prepared and committed by the real :class:`StoreProjector` (index maintenance when
-due), and between two batches one forget record is applied by the real
-:class:`LiveForgetting` (stores closed, :class:`ForgetProcessor` erases, compacts, audits, stores
-reopened), as the worker's forget agent does, one record per turn of the store thread. What it
-leaves out: Kafka (records are handed over in memory), the model (texts map to the corpus's
-vectors, :class:`CorpusEncoder`), the log lineage (event-scope requests resolve from the
-stores), key destruction (no sealed data) and the HTTP readers.
+due); between two batches the forget records waiting are hidden by the real
+:class:`LiveForgetting` (the logical phase, for up to :data:`HIDE_BUDGET_S` per turn), and the
+worker's real :class:`Eraser` purges and audits them in its own thread meanwhile. What it leaves
+out: Kafka (records are handed over in memory), the model (texts map to the corpus's vectors,
+:class:`CorpusEncoder`), the log lineage (event-scope requests resolve from the stores), key
+destruction (no sealed data) and the HTTP readers.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from memstack.operators.log import LogPosition
 from memstack.operators.mutations import MemoryRow, PutRecord, RecordRow
 from memstack.pipelines.forgetting import ForgetLedger, ForgetOutcome, ForgetProcessor
 from memstack.pipelines.forgetting.bundle import ForgetStores
+from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import parse_request
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.log_reader import LogRecord
@@ -49,6 +50,9 @@ FORGET_TOPIC = "bench.forget"
 INGEST_ROWS = 50
 INGEST_EVERY = 0.2
 """50 events per 0.2 s: about the live worker's pace on this machine (encoder-bound)."""
+HIDE_BUDGET_S = 0.1
+"""Forget records hidden per turn of the store thread: until this much time went to them (at
+least one), as the worker's loop interleaves forget records with batches."""
 ID_MS = 1_767_225_600_000
 """The millisecond part of the generated event ids (UUIDv7, 2026-01-01)."""
 
@@ -107,12 +111,12 @@ def forget_record(row: int, corpus: Corpus, offset: int) -> tuple[LogRecord, For
 
 @dataclass
 class Applied:
-    """One request's times (monotonic seconds) and outcome."""
+    """One request's phases (monotonic seconds) and outcome."""
 
     logged: float
-    started: float
+    invisible: float
     erased: float
-    applied: float
+    audited: float
     outcome: ForgetOutcome
 
 
@@ -136,23 +140,30 @@ class StoreThread:
                                         forgotten=ledger)
         self.forgetting = LiveForgetting(self.directory, self.projector, ledger,
                                          self._processor)
+        self.forgetting.eraser = Eraser(self.forgetting.erasing_processor,
+                                        on_erased=self._erased)
         self.builder = EventBuilder(Defaults(tenant="t0", agent="bench"))
+        self.logged: dict[str, float] = {}
+        self.hidden: dict[str, float] = {}
 
     def _processor(self, stores: ForgetStores) -> ForgetProcessor:
         return ForgetProcessor(stores, encoder=self.encoder,
                                outcomes_dir=self.directory.parent / "forget")
 
     def loop(self) -> None:
+        assert self.forgetting.eraser is not None
+        self.forgetting.eraser.start()
         try:
             while not self.stop.is_set():
                 began = time.monotonic()
                 self._ingest()
                 self.commits.append(time.monotonic())
-                self._forget_one()
+                self._hide_waiting()
                 self.stop.wait(max(0.0, began + INGEST_EVERY - time.monotonic()))
         except BaseException as exc:
             self.failure = exc
         finally:
+            self.forgetting.eraser.close(drain_s=0.0)
             self.projector.stores.close()
 
     def _ingest(self) -> None:
@@ -168,18 +179,28 @@ class StoreThread:
             self.projector.commit(self.projector.prepare(records))
         self.next_row = hi
 
-    def _forget_one(self) -> None:
-        try:
-            record, logged = self.inbox.get_nowait()
-        except Empty:
-            return
-        started = time.monotonic()
-        outcome = self.forgetting.apply(record)
-        applied = time.monotonic()
-        assert outcome is not None
-        erased = applied - outcome.seconds["audit"]  # the stores' reopening counted in
-        self.applied[outcome.request.request_id] = Applied(logged, started, erased, applied,
-                                                           outcome)
+    def _hide_waiting(self) -> None:
+        """Hide forget records until :data:`HIDE_BUDGET_S` went to them (at least one)."""
+        began = time.monotonic()
+        while time.monotonic() - began < HIDE_BUDGET_S:
+            try:
+                record, logged = self.inbox.get_nowait()
+            except Empty:
+                return
+            hidden = self.forgetting.apply(record)
+            assert hidden is not None
+            request_id = hidden.request.request_id
+            self.logged[request_id] = logged
+            self.hidden[request_id] = time.monotonic()
+
+    def _erased(self, outcome: ForgetOutcome) -> None:
+        """On the eraser's thread: the request's erased and audited times, made monotonic."""
+        now, wall = time.monotonic(), datetime.now(UTC)
+        request_id = outcome.request.request_id
+        erased = outcome.phases.times["erased"]
+        self.applied[request_id] = Applied(
+            self.logged[request_id], self.hidden[request_id],
+            now - (wall - erased).total_seconds(), now, outcome)
 
     def wait(self, requests: Sequence[ForgetRequest], budget_s: float | None = None) -> bool:
         """Until every request is applied (True), or ``budget_s`` passed (False)."""

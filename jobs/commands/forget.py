@@ -30,7 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ap.add_argument("--stores", type=Path, default=None, help="stores dir (default: live)")
     ap.add_argument("--json", action="store_true")
     ap.set_defaults(func=_apply)
-    au = actions.add_parser("audit", help="per-store residuals of one request")
+    au = actions.add_parser("audit", help="one request's phases (logged, invisible, erased, "
+                                          "audited: when each was reached) and its per-store "
+                                          "residuals now")
     au.add_argument("request_id")
     au.add_argument("--stores", type=Path, default=None, help="stores dir (default: live)")
     au.add_argument("--json", action="store_true")
@@ -72,7 +74,18 @@ def _apply(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from memstack.foundation.settings import Settings
     from memstack.jobs.forget import audit
+    from memstack.pipelines.forgetting.phases import Phases, read_status
 
-    report = audit(Settings.from_env(), args.request_id, args.stores)
-    print(report.to_json() if args.json else report.render())
+    settings = Settings.from_env()
+    report = audit(settings, args.request_id, args.stores)
+    record = read_status(settings.home / "forget", args.request_id)
+    phases = Phases.from_json(record) if record is not None else Phases()
+    if args.json:
+        print(json.dumps({**json.loads(report.to_json()), **phases.to_json()}))
+    else:
+        seconds = phases.seconds_since_logged()
+        print(f"status {phases.current}: " + ", ".join(
+            f"{p} {t.isoformat()}" + (f" (+{seconds[p]:.3f} s)" if p in seconds else "")
+            for p, t in phases.times.items()))
+        print(report.render())
     return 0 if report.passed else 1

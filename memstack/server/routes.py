@@ -49,8 +49,13 @@ class ForgetAnswer(BaseModel):
 
 class ForgetStatus(BaseModel):
     request_id: str
-    status: str = Field(description="logged, applied or audited")
+    status: str = Field(description="logged, invisible (no read returns the content), erased "
+                                    "(bytes removed from every store) or audited")
     scope: str | None = None
+    phases: dict[str, str] | None = Field(None, description="when each phase was reached "
+                                                           "(ISO 8601, UTC)")
+    phase_seconds: dict[str, float] | None = Field(
+        None, description="per phase reached, seconds after the request was logged")
     audit: dict[str, Any] | None = Field(None, description="per-store counts and the audit")
 
 
@@ -108,7 +113,8 @@ def add_service_routes(app: FastAPI) -> None:
     @app.get(f"{prefix}/forget/{{request_id}}", response_model=ForgetStatus, tags=["write"])
     def forget_status(tenant: Tenant, request_id: str, request: Request,
                       _grant: Annotated[Grant, Depends(authorized("read"))]) -> Any:
-        """A forget request's status (logged, applied, audited) and its per-store audit."""
+        """A forget request's status (logged, invisible, erased, audited), when each phase was
+        reached, and its per-store audit."""
         status = _service(request).forgets.status(tenant, request_id)
         if status is None:
             raise HTTPException(404, f"tenant {tenant!r} has no forget request {request_id!r}")

@@ -97,11 +97,17 @@ def log_residuals(request: ForgetRequest, entries: Iterable[LogEntry]) -> tuple[
 
 
 def audit(probe: AuditProbe, stores: Sequence[Forgettable],
-          log_entries: Iterable[LogEntry] | None = None) -> AuditReport:
-    residuals: list[Residual] = []
+          log_entries: Iterable[LogEntry] | None = None,
+          audited: Sequence[tuple[str, Sequence[Residual]]] = ()) -> AuditReport:
+    """``audited``: stores audited earlier, on another thread (name, residuals found); the
+    live worker audits its session state right after the logical phase, on its store
+    thread, where that state lives."""
+    residuals: list[Residual] = [r for _, found in audited for r in found]
+    names = [name for name, _ in audited]
     for store in stores:
-        residuals += store.residuals(probe)
-    names = [s.name for s in stores]
+        if store.name not in names:
+            residuals += store.residuals(probe)
+            names.append(store.name)
     notes: dict[str, int] = {"probe_texts": len(probe.texts),
                              "probe_vectors": 0 if probe.vectors is None else len(probe.vectors)}
     if log_entries is not None:

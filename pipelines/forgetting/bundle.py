@@ -1,9 +1,10 @@
 """``ForgetStores``: the forgettable DuckDB and LanceDB stores of one stores directory.
 
-Owns the store handles while forgetting (DuckDB compaction swaps the file, so the handle is
-reopened); :attr:`stores` gives a :class:`Stores` bundle over the current handles for queries
-and projection. Requests already applied are recorded in ``forget_applied.json`` next to the
-stores, so ``memstack forget apply`` applies each request once.
+Owns the store handles it opened (:meth:`ForgetStores.over` wraps the live writer's handles
+instead, for the logical phase); :attr:`stores` gives a :class:`Stores` bundle over the current
+handles for queries and projection. Requests already applied are recorded in
+``forget_applied.json`` next to the stores, so ``memstack forget apply`` applies each request
+once.
 """
 
 from __future__ import annotations
@@ -29,12 +30,24 @@ class ForgetStores:
     def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM,
                  policy: IndexPolicy | None = None) -> None:
         self.directory = Path(directory)
+        self._owned = True
         self.duckdb = DuckDBForgetStore(self.directory / DUCKDB_FILE)
         try:
             self.lance = LanceForgetStore(self.directory / LANCE_DIR, dim=dim, policy=policy)
         except BaseException:
             self.duckdb.close()
             raise
+
+    @classmethod
+    def over(cls, stores: Stores) -> ForgetStores:
+        """Forget stores over handles that are already open (the live writer's): the logical
+        phase runs on them, and closing this bundle leaves them open."""
+        self = cls.__new__(cls)
+        self.directory = Path(stores.directory)
+        self._owned = False
+        self.duckdb = DuckDBForgetStore.over(stores.events)  # type: ignore[arg-type]
+        self.lance = LanceForgetStore.over(stores.vectors)  # type: ignore[arg-type]
+        return self
 
     @property
     def stores(self) -> Stores:
@@ -58,8 +71,9 @@ class ForgetStores:
         os.replace(tmp, path)
 
     def close(self) -> None:
-        self.lance.close()
-        self.duckdb.close()
+        if self._owned:
+            self.lance.close()
+            self.duckdb.close()
 
     def __enter__(self) -> Self:
         return self

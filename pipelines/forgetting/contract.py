@@ -2,14 +2,17 @@
 
 ``forget(targets)`` erases the targets of one resolved request, logically *and* physically (no
 old version, free page or index entry keeps them); ``residuals(probe)`` says what of them a
-reader could still find there. DuckDB and LanceDB implement it here; the session-state and
-consolidation stores implement it in their own packages and run the shared contract suite
-``tests/forget/contract.py`` (see docs/forget.md, "Adding a store").
+reader could still find there. DuckDB and LanceDB implement it here and also split it in two
+(:class:`TwoPhase`), so the live worker hides a request at once and a background eraser removes
+the bytes; the session-state and consolidation stores implement it in their own packages and
+run the shared contract suite ``tests/forget/contract.py`` (see docs/forget.md, "Adding a
+store").
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -94,6 +97,24 @@ class Forgettable(Protocol):
 
     def residuals(self, probe: AuditProbe) -> list[Residual]:
         """Every way the probe's content is still readable here (empty: forgotten)."""
+        ...
+
+
+@runtime_checkable
+class TwoPhase(Protocol):
+    """A :class:`Forgettable` that forgets in two phases, each bounded: :meth:`erase` hides the
+    targets at once (no read returns them), :meth:`purge` later removes their bytes from every
+    file, index and old version, for every request erased since the last purge in one pass.
+    ``forget`` is ``erase`` then ``purge``. ``purge`` must hold without ``probes`` (after a
+    restart the content is no longer known): what ``erase`` left on disk says what to remove."""
+
+    def erase(self, targets: Tombstones) -> dict[str, int]:
+        """Hide ``targets`` (rows deleted per table); cheap, on the writer's thread."""
+        ...
+
+    def purge(self, probes: Sequence[bytes] = ()) -> dict[str, float]:
+        """Remove the bytes of everything erased so far; ``probes`` (the forgotten texts as
+        bytes, possibly empty) may be used to check it. Figures: seconds per step, ``s``."""
         ...
 
 

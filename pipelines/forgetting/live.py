@@ -1,13 +1,15 @@
 """Forgetting inside the live worker: requests from ``<prefix>.forget`` applied as they arrive.
 
-The worker is the only process that may write the stores, so it applies forget requests
-itself, on its store thread, between two batches: the request joins the ledger (so no later
-batch applies an event it covers), the projector's stores are closed, the
-:class:`ForgetProcessor` erases along lineage and compacts the files, destroys the keys, audits,
-and the stores are opened again with the projector's fact cache dropped (its key states could
-still hold forgotten entries). When the worker keeps session state, the processor forgets in it
-too (:attr:`LiveForgetting.session_state`): exact removal of the forgotten events' terms, read
-from the stores before they erase them, and whole sessions dropped.
+The worker is the only process that may write the stores, so it applies forget requests itself,
+in two phases. On its store thread, between two batches, the logical phase: the request joins
+the ledger (so no later batch applies an event it covers), the :class:`ForgetProcessor` hides
+it on the open stores (rows deleted, keys destroyed; bounded, no file rewritten, the stores stay
+open) and the projector's fact cache is dropped (its key states could still hold forgotten
+entries). Then the :class:`~memstack.pipelines.forgetting.eraser.Eraser` purges the bytes and
+audits in its own thread while ingest goes on (without an eraser, the store thread does it
+too). When the worker keeps session state, the processor forgets in it too
+(:attr:`LiveForgetting.session_state`): exact removal of the forgotten events' terms, read from
+the stores before they erase them, and whole sessions dropped.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from pathlib import Path
 
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
 from memstack.pipelines.forgetting.contract import Forgettable
+from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import ForgetLedger, parse_request
 from memstack.pipelines.forgetting.lineage import Lineage
-from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor
+from memstack.pipelines.forgetting.processor import ForgetProcessor, Hidden
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
-from memstack.pipelines.stores.bundle import Stores
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +38,13 @@ class LiveForgetting:
 
     def __init__(self, directory: Path, projector: StoreProjector, ledger: ForgetLedger,
                  processor_for: Callable[[ForgetStores], ForgetProcessor],
-                 on_reopen: Callable[[Stores], None] | None = None) -> None:
+                 eraser: Eraser | None = None) -> None:
         self.directory = directory
         self.projector = projector
         self.ledger = ledger
         self._processor_for = processor_for
-        self._on_reopen = on_reopen
+        self.eraser = eraser
+        """Erases in the background what :meth:`apply` hid; None: :meth:`apply` erases too."""
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
         self.session_state: StateStoreFor | None = None
@@ -49,40 +52,50 @@ class LiveForgetting:
         the processor's lineage (set by the Faust app when the worker keeps session state);
         the processor then prepares, forgets and audits it with the other stores."""
 
-    def apply(self, record: LogRecord) -> ForgetOutcome | None:
-        """Apply one ledger record. Its offset counts as handled only once it was applied: a
-        request whose erasure failed (a full disk) leaves the position where it was, so a read
-        ``after=`` it waits instead of answering content the request forgets."""
-        outcome = self._apply(record)
+    def move_to(self, directory: Path) -> None:
+        """Continue on the stores in ``directory`` (the service switched to them); the eraser
+        erases what was hidden in the old ones there, then opens the new ones."""
+        self.directory = directory
+
+    def erasing_processor(self) -> ForgetProcessor:
+        """A processor over handles of its own (for the eraser's thread)."""
+        return self._processor_for(ForgetStores(self.directory))
+
+    def apply(self, record: LogRecord) -> Hidden | None:
+        """Apply one ledger record. Its offset counts as handled once the request is hidden
+        (no read returns its content); a request whose logical phase failed (a full disk)
+        leaves the position where it was, so a read ``after=`` it waits instead of answering
+        content the request forgets."""
+        hidden = self._apply(record)
         pos = record.position
         self.next_offsets[pos.partition] = max(self.next_offsets.get(pos.partition, 0),
                                                pos.offset + 1)
-        return outcome
+        return hidden
 
-    def _apply(self, record: LogRecord) -> ForgetOutcome | None:
+    def _apply(self, record: LogRecord) -> Hidden | None:
         request = parse_request(record)
         if request is None:
             return None
         self.ledger.add(request)
         if request.request_id in _applied(self.directory):
             return None  # done before a restart: the stores already hold the result
-        self.projector.stores.close()
+        stores = ForgetStores.over(self.projector.stores)
+        processor = self._processor_for(stores)
+        if self.session_state is not None:
+            processor.extra.append(self.session_state(stores, processor.lineage))
         try:
-            with ForgetStores(self.directory) as stores:
-                processor = self._processor_for(stores)
-                if self.session_state is not None:
-                    processor.extra.append(self.session_state(stores, processor.lineage))
-                outcome = processor.apply(request)
+            hidden = processor.hide(request)
         finally:
-            reopened = Stores.open(self.directory)
-            self.projector.reopen(reopened)
-            if self._on_reopen is not None:
-                self._on_reopen(reopened)
-        log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
-                 request.request_id, request.scope.type, outcome.events,
-                 "passed" if outcome.audit.passed else "FAILED", sum(outcome.seconds.values()))
-        return outcome
-
+            self.projector.reopen(self.projector.stores)  # drops the fact cache
+        if self.eraser is not None:
+            self.eraser.submit(hidden)
+        else:
+            outcome = processor.erase([hidden])[0]
+            log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
+                     request.request_id, request.scope.type, outcome.events,
+                     "passed" if outcome.audit.passed else "FAILED",
+                     sum(outcome.seconds.values()))
+        return hidden
 
 
 def _applied(directory: Path) -> set[str]:

@@ -1,20 +1,24 @@
-"""``ForgetProcessor``: apply one forget request to every store, destroy its keys, audit it.
+"""``ForgetProcessor``: apply forget requests to every store in two phases, then audit them.
 
-Order: resolve (targets along lineage, texts captured in memory) -> destroy the data keys of
-session/subject/tenant scopes (crypto-shredding: the log becomes unreadable for the scope) ->
-every :class:`Forgettable` erases logically and physically (those that read rows the others
-erase, :class:`ForgetsFirst`, first) -> audit. The outcome is persisted
-without content (ids and counts only) under ``<home>/forget/<request_id>.json``.
+Logical phase (:meth:`ForgetProcessor.hide`, on the writer's thread, bounded): resolve (targets
+along lineage, texts captured in memory) -> destroy the data keys of session/subject/tenant
+scopes (crypto-shredding: the log becomes unreadable for the scope) -> the stores that read rows
+the others erase (:class:`ForgetsFirst`) forget -> every :class:`TwoPhase` store erases
+logically (no read returns the content once this returns). Physical phase
+(:meth:`ForgetProcessor.erase`, the background eraser, several requests at once): every
+two-phase store purges the bytes in one pass, the other stores forget, then each request is
+audited. :meth:`ForgetProcessor.apply` runs both for one request (offline and batch paths).
+Each phase is persisted without content (ids, counts, times) under
+``<home>/forget/<request_id>.json`` (:mod:`~memstack.pipelines.forgetting.phases`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +33,49 @@ from memstack.pipelines.forgetting.contract import (
     ForgetReport,
     ForgetsFirst,
     Forgettable,
+    Residual,
+    TwoPhase,
 )
 from memstack.pipelines.forgetting.keys import destroy_for
 from memstack.pipelines.forgetting.lance_store import MAX_SEARCHED_TEXTS
 from memstack.pipelines.forgetting.lineage import KafkaLineage, Lineage
+from memstack.pipelines.forgetting.phases import Phases, write_status
 from memstack.pipelines.forgetting.resolve import Resolved, resolve
 from memstack.pipelines.stores.lance_index import quote
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """A request after its logical phase: no read returns its content; bytes may remain until
+    the physical phase (:meth:`ForgetProcessor.erase`) purges them."""
+
+    request: ForgetRequest
+    resolved: Resolved
+    """The targets and their known times (texts in memory only: the audit's probe is built
+    from them in the physical phase)."""
+    keys_destroyed: tuple[str, ...]
+    reports: tuple[ForgetReport, ...]
+    """What the logical phase did per store (rows deleted; the forgets-first stores' whole
+    forget)."""
+    phases: Phases
+    seconds: dict[str, float] = field(default_factory=dict)
+    audited: tuple[tuple[str, tuple[Residual, ...]], ...] = ()
+    """The forgets-first stores (the session state) audited on the writer's thread, where
+    their state lives, right after the logical phase."""
+    stores_dir: Path | None = None
+    """The stores it was hidden in (the physical phase must erase it there)."""
+
+    def summary(self) -> dict[str, Any]:
+        """Ids, counts and times only: safe to persist (no forgotten content)."""
+        targets = self.resolved.targets
+        return {"request_id": self.request.request_id, "scope": self.request.describe(),
+                "events": len(targets.event_ids), "fact_keys": len(targets.fact_keys),
+                "keys_destroyed": len(self.keys_destroyed), **self.phases.to_json(),
+                "stores": {r.store: {"deleted": r.deleted, "physical": r.physical}
+                           for r in self.reports},
+                "seconds": self.seconds}
 
 
 @dataclass(frozen=True)
@@ -48,12 +87,14 @@ class ForgetOutcome:
     reports: tuple[ForgetReport, ...]
     audit: AuditReport
     seconds: dict[str, float] = field(default_factory=dict)
+    phases: Phases = field(default_factory=Phases)
 
     def summary(self) -> dict[str, Any]:
-        """Ids and counts only: safe to persist (no forgotten content)."""
+        """Ids, counts and times only: safe to persist (no forgotten content)."""
         return {"request_id": self.request.request_id, "scope": self.request.describe(),
                 "events": self.events, "fact_keys": self.fact_keys,
                 "keys_destroyed": len(self.keys_destroyed), "passed": self.audit.passed,
+                **self.phases.to_json(),
                 "stores": {r.store: {"deleted": r.deleted, "physical": r.physical}
                            for r in self.reports},
                 "audit": self.audit.table(), "notes": self.audit.notes,
@@ -79,31 +120,86 @@ class ForgetProcessor:
         return self.stores.forgettables() + self.extra
 
     def apply(self, request: ForgetRequest) -> ForgetOutcome:
+        """Both phases for one request, then its audit."""
+        return self.erase([self.hide(request)])[0]
+
+    def hide(self, request: ForgetRequest) -> Hidden:
+        """The logical phase: once this returns no read returns the request's content."""
         t0 = time.monotonic()
         resolved = resolve(request, self.stores.duckdb.index, self.stores.lance.index,
                            self.lineage, self.registry)
-        probe = self.probe(resolved)
         t1 = time.monotonic()
         destroyed = self._destroy_keys(request)
-        reports = tuple(store.forget(resolved.targets) for store in self._in_order())
+        reports = []
+        for store in self._in_order():
+            if _forgets_first(store):
+                reports.append(store.forget(resolved.targets))
+            elif isinstance(store, TwoPhase):
+                reports.append(ForgetReport(store.name, store.erase(resolved.targets)))
+        ids_only = AuditProbe.of(resolved.targets, known_times=resolved.known_times)
+        early = tuple((s.name, tuple(s.residuals(ids_only))) for s in self.forgettables()
+                      if _forgets_first(s))
         t2 = time.monotonic()
-        report = self.audit(probe)
-        t3 = time.monotonic()
-        self.stores.mark_applied(request.request_id)
-        outcome = ForgetOutcome(request, len(resolved.targets.event_ids),
-                                len(resolved.targets.fact_keys), tuple(destroyed), reports,
-                                report, {"resolve": t1 - t0, "erase": t2 - t1,
-                                         "audit": t3 - t2, "total": t3 - t0})
-        self._persist(outcome)
-        log.info("forgot %s: %d event(s), %d key(s) destroyed, audit %s in %.2f s",
-                 request.describe(), outcome.events, len(destroyed),
-                 "pass" if report.passed else "FAIL", t3 - t0)
+        phases = Phases.logged_at(request.log_time).reached("invisible")
+        hidden = Hidden(request, resolved, tuple(destroyed), tuple(reports),
+                        phases, {"resolve": t1 - t0, "hide": t2 - t1}, early,
+                        self.stores.directory)
+        write_status(self.outcomes_dir, request.request_id, hidden.summary())
+        log.info("hid %s: %d event(s), %d key(s) destroyed in %.3f s", request.describe(),
+                 len(resolved.targets.event_ids), len(destroyed), t2 - t0)
+        return hidden
+
+    def erase(self, batch: Sequence[Hidden]) -> list[ForgetOutcome]:
+        """The physical phase for ``batch`` in one pass per store, then each request's audit;
+        a request counts as applied once audited (``forget_applied.json``)."""
+        if not batch:
+            return []
+        t0 = time.monotonic()
+        found = [self.probe(h.resolved) for h in batch]
+        probes = sorted({p for probe in found for p in probe.byte_probes})
+        probe_s = time.monotonic() - t0
+        physical: dict[str, dict[str, float]] = {}
+        deferred: dict[str, list[ForgetReport]] = {}
+        for store in self.forgettables():
+            if _forgets_first(store):
+                continue
+            if isinstance(store, TwoPhase):
+                physical[store.name] = {**store.purge(probes), "batch": float(len(batch))}
+            else:  # a one-phase store (the consolidated weights): forgets here, per request
+                deferred[store.name] = [store.forget(h.resolved.targets) for h in batch]
+        erased_at = datetime.now(UTC)
+        erase_s = time.monotonic() - t0 - probe_s
+        return [self._audited(h, probe, i, physical, deferred, erased_at,
+                              {"probe": probe_s, "erase": erase_s})
+                for i, (h, probe) in enumerate(zip(batch, found, strict=True))]
+
+    def _audited(self, hidden: Hidden, probe: AuditProbe, i: int,
+                 physical: dict[str, dict[str, float]], deferred: dict[str, list[ForgetReport]],
+                 erased_at: datetime, spent: dict[str, float]) -> ForgetOutcome:
+        t0 = time.monotonic()
+        report = self.audit(probe, hidden.audited)
+        audit_s = time.monotonic() - t0
+        self.stores.mark_applied(hidden.request.request_id)
+        reports = [replace(r, physical={**r.physical, **physical.get(r.store, {})})
+                   for r in hidden.reports]
+        reports += [found[i] for found in deferred.values()]
+        phases = hidden.phases.reached("erased", erased_at).reached("audited")
+        targets = hidden.resolved.targets
+        seconds = {**hidden.seconds, **spent, "audit": audit_s}
+        outcome = ForgetOutcome(hidden.request, len(targets.event_ids), len(targets.fact_keys),
+                                hidden.keys_destroyed, tuple(reports), report,
+                                {**seconds, "total": sum(seconds.values())}, phases)
+        write_status(self.outcomes_dir, hidden.request.request_id, outcome.summary())
+        log.info("forgot %s: %d event(s) erased, audit %s, %.2f s after it was logged",
+                 hidden.request.describe(), outcome.events,
+                 "pass" if report.passed else "FAIL",
+                 phases.seconds_since_logged().get("audited", 0.0))
         return outcome
 
     def _in_order(self) -> list[Forgettable]:
         """Stores that read what the others erase (:class:`ForgetsFirst`) first."""
         stores = self.forgettables()
-        first = [s for s in stores if isinstance(s, ForgetsFirst) and s.forgets_first]
+        first = [s for s in stores if _forgets_first(s)]
         return first + [s for s in stores if s not in first]
 
     def probe(self, resolved: Resolved) -> AuditProbe:
@@ -116,23 +212,19 @@ class ForgetProcessor:
                    else None)
         return AuditProbe.of(targets, frozenset(shared), vectors, resolved.known_times)
 
-    def audit(self, probe: AuditProbe) -> AuditReport:
+    def audit(self, probe: AuditProbe,
+              audited: Sequence[tuple[str, Sequence[Residual]]] = ()) -> AuditReport:
         entries = None
         if isinstance(self.lineage, KafkaLineage):
             entries = self.lineage.reread(probe.request.tenant)
-        return audit(probe, self.forgettables(), entries)
+        return audit(probe, self.forgettables(), entries, audited)
 
     def _destroy_keys(self, request: ForgetRequest) -> list[str]:
         return [] if self.keys is None else destroy_for(self.keys, request)
 
-    def _persist(self, outcome: ForgetOutcome) -> None:
-        if self.outcomes_dir is None:
-            return
-        self.outcomes_dir.mkdir(parents=True, exist_ok=True)
-        path = self.outcomes_dir / f"{outcome.request.request_id}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(outcome.summary(), indent=2, default=str))
-        os.replace(tmp, path)
+
+def _forgets_first(store: Forgettable) -> bool:
+    return isinstance(store, ForgetsFirst) and store.forgets_first
 
 
 def shared_texts(stores: ForgetStores, texts: Sequence[str], ids: frozenset[str]) -> set[str]:

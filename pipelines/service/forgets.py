@@ -1,9 +1,10 @@
 """Forget over HTTP: log a request, and answer its status with the per-store audit.
 
-A request is ``logged`` once the broker acknowledged it on ``<prefix>.forget``, ``applied`` once
-the worker erased it from the stores (they are in ``forget_applied.json`` of the stores
-directory), and ``audited`` once the processor's outcome with its audit was written under
-``$MEMSTACK_HOME/forget/<request_id>.json`` (ids and counts only, no forgotten content).
+A request is ``logged`` once the broker acknowledged it on ``<prefix>.forget``, ``invisible``
+once the worker hid it (no read returns the content), ``erased`` once the eraser removed its
+bytes from every store, and ``audited`` once the audit ran (the processor writes each phase
+with its time under ``$MEMSTACK_HOME/forget/<request_id>.json``: ids, counts and times only, no
+forgotten content; :mod:`memstack.pipelines.forgetting.phases`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE
+from memstack.pipelines.forgetting.phases import read_status
 from memstack.pipelines.service.position import Position
 from memstack.pipelines.service.writes import WriteRejectedError
 from memstack.schemas.errors import InvalidEventError
@@ -70,13 +72,15 @@ class ForgetDesk:
         owner = request.tenant if request is not None else posted
         if owner != tenant:
             return None
-        outcome = self._outcome(request_id)
-        applied = request_id in self._applied()
-        status = "audited" if applied and outcome is not None else (
-            "applied" if applied else "logged")
+        record = read_status(self._outcomes, request_id)
+        status = str(record.get("status", "logged")) if record is not None else "logged"
+        if status == "audited" and request_id not in self._applied():
+            status = "erased"  # the stores were switched or rebuilt since: not applied there
         return {"request_id": request_id, "status": status,
                 "scope": request.describe() if request is not None else None,
-                "audit": outcome}
+                "phases": record.get("phases") if record is not None else None,
+                "phase_seconds": record.get("phase_seconds") if record is not None else None,
+                "audit": record if status == "audited" else None}
 
     def _applied(self) -> set[str]:
         path = self._stores_dir / APPLIED_FILE
@@ -84,11 +88,3 @@ class ForgetDesk:
             return set(json.loads(path.read_text()))
         except (OSError, ValueError):
             return set()
-
-    def _outcome(self, request_id: str) -> dict[str, Any] | None:
-        path = self._outcomes / f"{request_id}.json"
-        try:
-            data: dict[str, Any] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        return data

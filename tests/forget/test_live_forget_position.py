@@ -32,14 +32,14 @@ TOPIC = "t.forget"
 
 
 class DiskFull:
-    """A processor whose erasure fails as DuckDB's commit did on a full disk."""
+    """A processor whose logical phase fails as DuckDB's commit did on a full disk."""
 
     def __init__(self, stores: ForgetStores) -> None:
         self.stores = stores
         self.extra: list[object] = []
         self.lineage = None
 
-    def apply(self, request: object) -> None:
+    def hide(self, request: object) -> None:
         raise OSError(28, "No space left on device")
 
 
@@ -67,7 +67,7 @@ def test_a_failed_request_leaves_the_position_and_a_tombstone_moves_it(
     with pytest.raises(OSError, match="No space left"):
         forgetting.apply(request_record(4))
     assert forgetting.next_offsets == {}  # a read after= offset 5 must wait for the retry
-    assert forgetting.projector.stores.events.counts()  # the stores were opened again
+    assert forgetting.projector.stores.events.counts()  # the stores are still open
 
     tombstone = LogRecord(TOPIC, b"t0/_forget", None, LogPosition(
         datetime(2026, 12, 1, tzinfo=UTC), 1, 7), 1)

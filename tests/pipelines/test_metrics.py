@@ -65,13 +65,17 @@ def test_forget_phases_and_latencies() -> None:
     request = SimpleNamespace(log_time=NOW - timedelta(seconds=3))
     passed = SimpleNamespace(request=request, audit=SimpleNamespace(passed=True),
                              seconds={"resolve": 0.1, "erase": 0.5, "audit": 0.2, "total": 0.8})
+    hidden = SimpleNamespace(request=SimpleNamespace(log_time=NOW - timedelta(seconds=1)))
+    metrics.observe_hidden(hidden, now=NOW)  # type: ignore[arg-type]
+    metrics.observe_hidden(None, now=NOW)
     metrics.observe_forget(passed, now=NOW)  # type: ignore[arg-type]
-    metrics.observe_forget(None, now=NOW)
     metrics.forget_logged()
     got = samples(metrics)
     phases = {dict(k[1])["phase"]: v for k, v in got.items()
               if k[0] == "memstack_forget_requests_total"}
-    assert phases == {"received": 2, "applied": 1, "audited": 1, "skipped": 1, "logged": 1}
+    assert phases == {"received": 2, "invisible": 1, "applied": 1, "audited": 1, "skipped": 1,
+                      "logged": 1}
+    assert got[("memstack_forget_phase_seconds_sum", (("phase", "log_to_invisible"),))] == 1.0
     assert got[("memstack_forget_phase_seconds_sum", (("phase", "log_to_applied"),))] == 3.0
     assert got[("memstack_forget_phase_seconds_sum", (("phase", "erase"),))] == 0.5
 

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -100,6 +101,18 @@ def test_retried_post_duplicates_nothing(service: Service) -> None:
     assert sum(ends.values()) >= 5
 
 
+def forget_status(client: Any, tenant: str, request_id: str, until: str,
+                  timeout_s: float = 60.0) -> dict[str, Any]:
+    """The request's status once it reached ``until`` (the eraser works in the background)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status: dict[str, Any] = client.get(f"/v1/tenants/{tenant}/forget/{request_id}").json()
+        if status["status"] == until or time.monotonic() > deadline:
+            assert status["status"] == until, status
+            return status
+        time.sleep(0.2)
+
+
 def test_forget_over_http(service: Service) -> None:
     secret = "my alarm code is 4417"
     with service.client() as client:
@@ -115,8 +128,10 @@ def test_forget_over_http(service: Service) -> None:
             "after": forgot["position"], "text": "alarm code", "k": 10}).json()["hits"]
         assert all(secret not in h["memory"]["text"] for h in hits)
         assert records(client, "acme", kept["position"], session="s-keep")
-        status = client.get(f"/v1/tenants/acme/forget/{forgot['request_id']}").json()
-        assert status["status"] == "audited" and status["audit"]["passed"] is True
+        status = forget_status(client, "acme", forgot["request_id"], "audited")
+        assert status["audit"]["passed"] is True
+        assert set(status["phases"]) == {"logged", "invisible", "erased", "audited"}
+        assert 0 <= status["phase_seconds"]["invisible"] <= status["phase_seconds"]["erased"]
         assert client.get(f"/v1/tenants/other/forget/{forgot['request_id']}",
                           headers={"Authorization": f"Bearer {KEYS['other']}"}
                           ).status_code == 404
