@@ -1,17 +1,20 @@
-"""Forgetting in the DuckDB event index: rows deleted, file checkpointed, then compacted.
+"""Forgetting in the DuckDB event index, in time bounded by what is forgotten.
 
-Measured (docs/forget.md): ``DELETE`` + ``CHECKPOINT`` leaves the deleted strings in the
-file's blocks, so every forget also rewrites the database into a fresh file
-(``COPY FROM DATABASE``) and swaps it in atomically. The compaction needs the file to itself:
-this adapter owns the :class:`DuckDBEventIndex` it opened and reopens it afterwards.
+``erase`` overwrites the forgotten rows' content, recomputes fact versions and deletes the rows,
+in one transaction; ``purge`` checkpoints (only the touched row groups' content columns are
+rewritten) and overwrites the free blocks with filler (:mod:`.duckdb_shred`). When a block that
+held the content is still in use afterwards (shared with live segments), or the file still
+holds a probe, the touched tables are rewritten in place (the fallback, linear in them). Neither
+path closes the database, so the store can run over the live writer's index
+(:meth:`DuckDBForgetStore.over`). Measured in docs/forget.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import duckdb
 
 from memstack.foundation.durable import fsync_dir
 from memstack.operators.forget import Tombstones
+from memstack.pipelines.forgetting import duckdb_shred as shred
 from memstack.pipelines.forgetting.contract import (
     AuditProbe,
     ForgetReport,
@@ -26,6 +30,7 @@ from memstack.pipelines.forgetting.contract import (
     files_containing,
 )
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
+from memstack.schemas.rows import EVENT_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +38,36 @@ NAME = "duckdb"
 _US = timedelta(microseconds=1)
 MAX_AS_OF_TIMES = 16
 """As-of probes per audit, spread over the known times (the id checks cover every row)."""
+_DELETES = (("records", "event_id"), ("fact_entries", "event_id"),
+            ("fact_versions", "source_event_id"))
+
+
+def _clean(figures: dict[str, float]) -> bool:
+    """Whether the purge can vouch for the file: no probe found, no free block left unfilled,
+    and no block that held the content still in use unless the tables were rewritten."""
+    shared_ok = not figures["shared_blocks"] or figures["compacted"] == 1.0
+    return shared_ok and not figures["probe_hits"] and not figures["unfilled_blocks"]
 
 
 class DuckDBForgetStore:
-    """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one DuckDB file."""
+    """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one DuckDB file.
+
+    ``DuckDBForgetStore(path)`` opens (and owns) the index; :meth:`over` forgets through an
+    index that is already open, the live writer's, and never closes it. ``compact=False``
+    disables the fallback rewrite (figures then say ``clean: 0`` where it would have run).
+    """
 
     def __init__(self, path: Path, *, compact: bool = True) -> None:
         self.path = Path(path)
         self.index = DuckDBEventIndex(self.path)
         self._compact = compact
+
+    @classmethod
+    def over(cls, index: DuckDBEventIndex, *, compact_fallback: bool = True) -> DuckDBForgetStore:
+        """A forget store over the open writer's ``index`` (not closed by erase or purge)."""
+        store = cls.__new__(cls)
+        store.path, store.index, store._compact = index.path, index, compact_fallback
+        return store
 
     @property
     def name(self) -> str:
@@ -55,35 +81,71 @@ class DuckDBForgetStore:
         return ForgetReport(NAME, deleted, physical)
 
     def erase(self, targets: Tombstones) -> dict[str, int]:
-        """Fact versions recomputed and entries dropped, then records by event id."""
+        """In one transaction: note and blank the forgotten content, recompute the fact
+        versions, delete the rows. Queries no longer return them once this returns."""
         ids = sorted(targets.event_ids)
         before = self.index.counts()
-        if targets.fact_mutations:
-            self.index.apply(list(targets.fact_mutations), {}, topic="")
-        con = self.index.connection
-        con.begin()
-        try:
-            for table, column in (("records", "event_id"), ("fact_entries", "event_id"),
-                                  ("fact_versions", "source_event_id")):
+        with self.index.transaction("forget erase") as con:
+            shred.blank(con, ids)
+            if targets.fact_mutations:
+                self.index.write(con, list(targets.fact_mutations), {}, topic="")
+            for table, column in _DELETES:
                 con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [ids])
-            con.commit()
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # a failed commit has ended the transaction
-                con.rollback()
-            raise
         after = self.index.counts()
         return {t: before[t] - after[t] for t in ("records", "fact_entries", "fact_versions")}
 
-    def purge(self, probes: list[bytes]) -> dict[str, float]:
-        """CHECKPOINT; scan the file for the probes; compact into a fresh file."""
-        self.index.connection.execute("CHECKPOINT")
-        clean = not files_containing([str(self.path)], probes)
-        out = {"checkpoint_clean": float(clean), "compacted": 0.0}
-        if self._compact:
+    def purge(self, probes: Sequence[bytes] = ()) -> dict[str, float]:
+        """Checkpoint, fill the free blocks, check; rewrite the touched tables if needed.
+
+        Correct without ``probes`` (after a restart): the erase noted the blocks durably. With
+        probes, the file and WAL are also scanned (a hit forces the fallback)."""
+        began = time.monotonic()
+        with self.index.exclusive("forget purge") as con:
+            noted = shred.pending(con)
             t = time.monotonic()
-            self.compact()
-            out["compacted"], out["compact_s"] = 1.0, time.monotonic() - t
+            con.execute("CHECKPOINT")
+            out = {"noted_blocks": float(len(noted)), "checkpoint_s": time.monotonic() - t}
+            shared = shred.shared_blocks(con, noted)
+            if noted:  # a shared block stays noted until a purge with the fallback frees it
+                shred.clear_pending(con, keep=() if self._compact else shared)
+            out |= shred.fill_free_blocks(con)
+            hits = self._scan(probes)
+            out |= {"shared_blocks": float(len(shared)), "probe_hits": float(len(hits)),
+                    "compacted": 0.0}
+            if shared or hits or out["unfilled_blocks"]:
+                out |= self._fallback(con, shared, probes)
+        out["clean"] = float(_clean(out))
+        out["purge_s"] = time.monotonic() - began
         return out
+
+    def _scan(self, probes: Sequence[bytes]) -> dict[str, int]:
+        t = time.monotonic()
+        hits = files_containing(self._files(), list(probes))
+        log.debug("scanned %s for %d probes in %.3f s", self.path, len(probes),
+                  time.monotonic() - t)
+        return hits
+
+    def _fallback(self, con: duckdb.DuckDBPyConnection, shared: dict[int, set[str]],
+                  probes: Sequence[bytes]) -> dict[str, float]:
+        """Rewrite the tables using a shared block (every event table on a probe hit)."""
+        tables = set().union(*shared.values()) if shared else set(EVENT_TABLES)
+        if not self._compact:
+            log.warning("forget purge of %s left %d shared blocks; the fallback is disabled",
+                        self.path, len(shared))
+            return {}
+        t = time.monotonic()
+        shred.rewrite_tables(con, tables)
+        fill = shred.fill_free_blocks(con)
+        hits = self._scan(probes)
+        log.info("forget purge of %s fell back to rewriting %s (%.2f s)", self.path,
+                 sorted(tables), time.monotonic() - t)
+        return {"compacted": 1.0, "compact_s": time.monotonic() - t,
+                "refill_free_blocks": fill["free_blocks"],
+                "unfilled_blocks": fill["unfilled_blocks"], "probe_hits": float(len(hits))}
+
+    def _files(self) -> list[str]:
+        return [str(p) for p in (self.path, self.path.with_name(self.path.name + ".wal"))
+                if p.exists()]
 
     def compact(self) -> None:
         """Rewrite the live rows into a fresh file and swap it in (free blocks are not kept)."""
@@ -118,9 +180,7 @@ class DuckDBForgetStore:
         out += [Residual(NAME, "rows", int(r["n"]), str(r["t"])) for r in rows if r["n"]]
         out += self._text_residuals(probe)
         out += self._as_of_residuals(probe)
-        files = [str(p) for p in (self.path, self.path.with_name(self.path.name + ".wal"))
-                 if p.exists()]
-        hits = files_containing(files, probe.byte_probes)
+        hits = files_containing(self._files(), probe.byte_probes)
         out += [Residual(NAME, "file_bytes", n, path) for path, n in hits.items()]
         return out
 

@@ -12,7 +12,8 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,14 @@ class DuckDBEventIndex:
         self, mutations: Sequence[Mutation], next_offsets: Mapping[int, int], *, topic: str
     ) -> ApplyResult:
         """Write rows and offsets in one transaction; offsets only ever move forward."""
-        self._writable("apply")
+        with self.transaction("apply") as con:
+            return self.write(con, mutations, next_offsets, topic=topic)
+
+    def write(
+        self, con: duckdb.DuckDBPyConnection, mutations: Sequence[Mutation],
+        next_offsets: Mapping[int, int], *, topic: str,
+    ) -> ApplyResult:
+        """:meth:`apply`'s writes inside a :meth:`transaction` the caller holds (``con``)."""
         batch = _Batch(mutations)
         entries, versions = batch.puts()
         gone_entries, gone_versions = batch.deletes()
@@ -158,23 +166,37 @@ class DuckDBEventIndex:
             "partition": list(next_offsets.keys()),
             "next_offset": list(next_offsets.values()),
         }, schema=OFFSETS)
-        with self._lock, translated("apply", str(self._path)):
-            con = self._con
-            con.begin()
-            try:
-                self._insert(con, "records", arrow.records_table(list(batch.records.values())),
-                             "OR IGNORE")
-                self._insert(con, "fact_entries", arrow.entries_table(entries), "OR REPLACE")
-                self._insert(con, "fact_versions", arrow.versions_table(versions), "OR REPLACE")
-                self._delete(con, "fact_entries", "event_id", gone_entries)
-                self._delete(con, "fact_versions", "version_id", gone_versions)
-                self._upsert_offsets(con, offsets)
-                con.commit()
-            except BaseException:
-                con.rollback()
-                raise
+        self._insert(con, "records", arrow.records_table(list(batch.records.values())),
+                     "OR IGNORE")
+        self._insert(con, "fact_entries", arrow.entries_table(entries), "OR REPLACE")
+        self._insert(con, "fact_versions", arrow.versions_table(versions), "OR REPLACE")
+        self._delete(con, "fact_entries", "event_id", gone_entries)
+        self._delete(con, "fact_versions", "version_id", gone_versions)
+        self._upsert_offsets(con, offsets)
         return ApplyResult(len(batch.records), len(entries), len(versions),
                            len(gone_entries) + len(gone_versions), dict(next_offsets))
+
+    @contextmanager
+    def exclusive(self, operation: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The writer's connection under its lock, outside a transaction (``CHECKPOINT``)."""
+        self._writable(operation)
+        with self._lock, translated(operation, str(self._path)):
+            yield self._con
+
+    @contextmanager
+    def transaction(self, operation: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One write transaction on the writer's connection, under its lock: committed when the
+        block returns, rolled back when it raises. The forget store erases through this, so
+        that blanking, fact recomputation and deletes of one request commit together."""
+        with self.exclusive(operation) as con:
+            con.begin()
+            try:
+                yield con
+                con.commit()
+            except BaseException:
+                with suppress(duckdb.Error):  # a failed commit has ended the transaction
+                    con.rollback()
+                raise
 
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, how: str) -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting.contract import AuditProbe, files_containing
-from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
 from tests.forget.givens import event_request, memory
 from tests.forget.reference import resolve_events
 from tests.forget.stores import DuckDBUnderTest, LanceUnderTest
@@ -14,20 +13,18 @@ from tests.forget.stores import DuckDBUnderTest, LanceUnderTest
 SECRET = b"allergic to penicillin"
 
 
-def test_duckdb_checkpoint_alone_leaves_the_bytes_compaction_removes_them(tmp_path: Path) -> None:
+def test_duckdb_purge_removes_the_bytes_without_closing(tmp_path: Path) -> None:
+    """The control (``DELETE`` + ``CHECKPOINT`` alone leaves them) is in test_duckdb_purge.py."""
     events = memory()
     sut = DuckDBUnderTest(tmp_path / "memstack.duckdb")
-    sut.store = DuckDBForgetStore(tmp_path / "memstack.duckdb", compact=False)
     sut.load(events)
-    sut.store.index.apply([], {}, topic="t")
+    index = sut.store.index
     targets = resolve_events(event_request(events[1]), events)
     report = sut.store.forget(targets)
-    assert report.deleted["records"] == 1 and report.physical["compacted"] == 0.0
-    left = [r.check for r in sut.store.residuals(AuditProbe.of(targets))]
-    assert left == ["file_bytes"] and report.physical["checkpoint_clean"] == 0.0
-    sut.store.compact()
+    assert report.deleted["records"] == 1 and report.physical["clean"] == 1.0
     assert sut.store.residuals(AuditProbe.of(targets)) == []
     assert not files_containing([str(sut.store.path)], [SECRET])
+    assert sut.store.index is index  # the purge did not close and reopen the index
 
 
 def test_lance_delete_leaves_old_versions_and_bytes_the_purge_removes_them(
