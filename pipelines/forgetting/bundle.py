@@ -1,7 +1,6 @@
 """``ForgetStores``: the forgettable DuckDB and LanceDB stores of one stores directory.
 
-Owns the store handles it opened (:meth:`ForgetStores.over` wraps the live writer's handles
-instead, for the logical phase); :attr:`stores` gives a :class:`Stores` bundle over the current
+Owns the store handles it opened (the live worker passes its writer's indexes instead); :attr:`stores` gives a :class:`Stores` bundle over the current
 handles for queries and projection. Requests already applied are recorded in
 ``forget_applied.json`` next to the stores, so ``memstack forget apply`` applies each request
 once.
@@ -19,7 +18,8 @@ from memstack.pipelines.forgetting.contract import Forgettable
 from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
 from memstack.pipelines.forgetting.lance_store import LanceForgetStore
 from memstack.pipelines.stores.bundle import Stores
-from memstack.pipelines.stores.lance_index import IndexPolicy
+from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
+from memstack.pipelines.stores.lance_index import IndexPolicy, LanceVectorIndex
 from memstack.pipelines.stores.layout import DUCKDB_FILE, LANCE_DIR
 from memstack.schemas.rows import EMBEDDING_DIM
 
@@ -28,26 +28,23 @@ APPLIED_FILE = "forget_applied.json"
 
 class ForgetStores:
     def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM,
-                 policy: IndexPolicy | None = None) -> None:
+                 policy: IndexPolicy | None = None,
+                 events: DuckDBEventIndex | None = None,
+                 vectors: LanceVectorIndex | None = None) -> None:
+        """Open the stores of ``directory``. ``events`` and ``vectors``: the live writer's open
+        indexes, to forget through (their locks order the forget with the writer's commits);
+        closing this bundle leaves them open."""
         self.directory = Path(directory)
-        self._owned = True
-        self.duckdb = DuckDBForgetStore(self.directory / DUCKDB_FILE)
+        self._owns = (events is None, vectors is None)
+        self.duckdb = (DuckDBForgetStore(self.directory / DUCKDB_FILE) if events is None
+                       else DuckDBForgetStore.over(events))
         try:
-            self.lance = LanceForgetStore(self.directory / LANCE_DIR, dim=dim, policy=policy)
+            self.lance = (LanceForgetStore(self.directory / LANCE_DIR, dim=dim, policy=policy)
+                          if vectors is None else LanceForgetStore.over(vectors))
         except BaseException:
-            self.duckdb.close()
+            if self._owns[0]:
+                self.duckdb.close()
             raise
-
-    @classmethod
-    def over(cls, stores: Stores) -> ForgetStores:
-        """Forget stores over handles that are already open (the live writer's): the logical
-        phase runs on them, and closing this bundle leaves them open."""
-        self = cls.__new__(cls)
-        self.directory = Path(stores.directory)
-        self._owned = False
-        self.duckdb = DuckDBForgetStore.over(stores.events)  # type: ignore[arg-type]
-        self.lance = LanceForgetStore.over(stores.vectors)  # type: ignore[arg-type]
-        return self
 
     @property
     def stores(self) -> Stores:
@@ -71,8 +68,9 @@ class ForgetStores:
         os.replace(tmp, path)
 
     def close(self) -> None:
-        if self._owned:
+        if self._owns[1]:
             self.lance.close()
+        if self._owns[0]:
             self.duckdb.close()
 
     def __enter__(self) -> Self:

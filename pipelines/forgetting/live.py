@@ -27,6 +27,8 @@ from memstack.pipelines.forgetting.lineage import Lineage
 from memstack.pipelines.forgetting.processor import ForgetProcessor, Hidden
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
+from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
+from memstack.pipelines.stores.lance_index import LanceVectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,24 @@ class LiveForgetting:
         self.directory = directory
 
     def erasing_processor(self) -> ForgetProcessor:
-        """A processor over handles of its own (for the eraser's thread)."""
-        return self._processor_for(ForgetStores(self.directory))
+        """A processor for the eraser's thread: its own LanceDB handle, the writer's DuckDB
+        index (whose lock orders the purge with the writer's commits; reads use per-thread
+        cursors)."""
+        return self._processor_for(ForgetStores(self.directory, events=self._writer_events()))
+
+    def _writer_events(self) -> DuckDBEventIndex:
+        events = self.projector.stores.events
+        if not isinstance(events, DuckDBEventIndex):
+            raise TypeError(f"the live worker's event index is {type(events).__name__}; "
+                            "forgetting needs the DuckDB one")
+        return events
+
+    def _writer_vectors(self) -> LanceVectorIndex:
+        vectors = self.projector.stores.vectors
+        if not isinstance(vectors, LanceVectorIndex):
+            raise TypeError(f"the live worker's vector index is {type(vectors).__name__}; "
+                            "forgetting needs the LanceDB one")
+        return vectors
 
     def apply(self, record: LogRecord) -> Hidden | None:
         """Apply one ledger record. Its offset counts as handled once the request is hidden
@@ -79,7 +97,8 @@ class LiveForgetting:
         self.ledger.add(request)
         if request.request_id in _applied(self.directory):
             return None  # done before a restart: the stores already hold the result
-        stores = ForgetStores.over(self.projector.stores)
+        stores = ForgetStores(self.directory, events=self._writer_events(),
+                              vectors=self._writer_vectors())
         processor = self._processor_for(stores)
         if self.session_state is not None:
             processor.extra.append(self.session_state(stores, processor.lineage))
