@@ -11,6 +11,7 @@ import logging
 import math
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -23,7 +24,7 @@ import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree, IvfPq
 
 from memstack.operators.mutations import MemoryRow
-from memstack.pipelines.stores import arrow
+from memstack.pipelines.stores import arrow, lance_files
 from memstack.pipelines.stores.base import Maintenance, MemoryHit, MergeResult, Vectors
 from memstack.pipelines.stores.errors import (
     EmbeddingShapeError,
@@ -78,6 +79,7 @@ class LanceVectorIndex:
     def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM, read_only: bool = False,
                  policy: IndexPolicy | None = None) -> None:
         self._dir = Path(directory)
+        self._uri = str(self._dir / f"{TABLE}.lance")
         self._dim = dim
         self._read_only = read_only
         self._policy = policy or IndexPolicy()
@@ -127,6 +129,15 @@ class LanceVectorIndex:
         return int(self._table.version)
 
     @property
+    def uri(self) -> str:
+        """The Lance dataset of ``memories`` (for pylance handles of its own: the purge)."""
+        return self._uri
+
+    @property
+    def policy(self) -> IndexPolicy:
+        return self._policy
+
+    @property
     def lance_table(self) -> Any:
         """The LanceDB table of ``memories``, for the forget store's erasure and audit and for
         scans of whole rows (the forget resolution, the session-state forget)."""
@@ -150,12 +161,38 @@ class LanceVectorIndex:
         keep = list(first.values())
         data = arrow.memories_table([rows[i] for i in keep], vectors[keep], self._dim)
         with self._lock, translated("merge", self._dir):
-            result = (self._table.merge_insert("memory_id").when_not_matched_insert_all()
-                      .execute(data))
+            result = self._merge_insert(data)
         if maintain:
             self.maintain()
         return MergeResult(int(result.version), int(result.num_inserted_rows),
                            int(result.num_updated_rows))
+
+    def _merge_insert(self, data: pa.Table) -> Any:
+        """``merge_insert`` by id; once more on the latest version when a file of the handle's
+        version is gone (a purge removed it: see :meth:`follow_latest`)."""
+        def run() -> Any:
+            return self._table.merge_insert("memory_id").when_not_matched_insert_all().execute(
+                data)
+        try:
+            return run()
+        except (OSError, ValueError, RuntimeError) as exc:
+            if "not found" not in str(exc).lower():
+                raise
+            log.warning("merge on %s read a removed file (%s); retrying on the latest version",
+                        self._dir, exc)
+            self._table.checkout_latest()
+            return run()
+
+    def follow_latest(self) -> None:
+        """Move this handle to the latest version, once the write in flight (if any) is done.
+
+        The purge calls it between its commit and its cleanup of older versions: the writer's
+        lock is held only for ``checkout_latest`` (a manifest read, ~1 ms), and afterwards no
+        write of this index reads a version the cleanup removes.
+        """
+        with self._lock, translated("refresh", self._dir):
+            self._table.checkout_latest()
+            self._forget_indexes()
 
     def delete(self, memory_ids: Iterable[str]) -> int:
         """Delete rows by id (the newest version only; old versions are the forget job's)."""
@@ -187,13 +224,25 @@ class LanceVectorIndex:
             grown = rows - self._refreshed_at
             due = grown >= max(p.refresh_min_rows, p.refresh_fraction * self._refreshed_at)
             if force or due:
-                self._table.optimize(cleanup_older_than=p.keep_versions_for)
+                self._refresh()
                 self._refreshed_at = rows
             self._forget_indexes()
         if built or force or due:
             log.info("lance maintenance at %d rows: built %s, optimized %s", rows, built,
                      force or due)
         return Maintenance(rows, force or due, tuple(built))
+
+    def _refresh(self) -> None:
+        """Bounded compaction, new rows into every index, versions past their keep dropped.
+
+        This replaces LanceDB's ``optimize``, which compacts into fragments of up to ~1M rows
+        (a forget purge would then rewrite the whole table); the steps are the same otherwise.
+        """
+        p = self._policy
+        lance_files.compact_small(self._uri, p.fragment_rows)
+        lance_files.index_new_rows(self._uri)
+        self._table.checkout_latest()  # the commits above went through pylance handles
+        lance_files.drop_versions(self._uri, p.keep_versions_for)
 
     def _build_missing(self) -> list[str]:
         kinds = {i.name: i.index_type for i in self._table.list_indices()}
@@ -211,12 +260,42 @@ class LanceVectorIndex:
                 built.append(name)
         return built
 
-    def _train_vector_index(self, rows: int) -> None:
+    def _train_vector_index(self, rows: int, table: Any = None) -> None:
         partitions = max(1, min(int(math.sqrt(rows)), rows // 1024))
         config = IvfPq(distance_type="cosine", num_partitions=partitions,
                        num_sub_vectors=self._policy.num_sub_vectors, max_iterations=20)
-        self._table.create_index("vector", config=config, name=VECTOR_INDEX, replace=True)
+        (table or self._table).create_index("vector", config=config, name=VECTOR_INDEX,
+                                            replace=True)
         self._trained_at = rows
+
+    def vector_index_trained_version(self) -> int | None:
+        """The table version whose rows trained the IVF_PQ centroids and codebooks (None: no
+        vector index). A purge remaps the index without retraining it, so a row erased at a
+        version at or before this one still shaped the codebooks (never its codes: those are
+        gone) until :meth:`retrain_vector_index` runs."""
+        with translated("index_stats", self._dir), warnings.catch_warnings():
+            # list_indices is deprecated for describe_indices, which has no creation version
+            warnings.simplefilter("ignore", DeprecationWarning)
+            versions = [int(i["version"]) for i in lance_files.latest(self._uri).list_indices()
+                        if i["name"] == VECTOR_INDEX]
+        return min(versions) if versions else None
+
+    def retrain_vector_index(self) -> int:
+        """Train IVF_PQ again on the rows there are now (for a background job: it holds no lock
+        while training, on its own handle, and retries when a concurrent commit conflicts).
+        Returns the version it trained on (:meth:`vector_index_trained_version`)."""
+        self._writable("retrain_vector_index")
+        def attempt() -> None:
+            table = lancedb.connect(self._dir).open_table(TABLE)
+            self._train_vector_index(int(table.count_rows()), table)
+        with translated("retrain_vector_index", self._dir):
+            lance_files.retrying("vector retrain", attempt, attempts=3)
+        self.follow_latest()
+        trained = self.vector_index_trained_version()
+        if trained is None:
+            raise StoreError(f"{self._dir}: the vector index is missing right after training it; "
+                             "run retrain_vector_index again")
+        return trained
 
     def _writable(self, operation: str) -> None:
         if self._read_only:

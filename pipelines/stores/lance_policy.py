@@ -16,8 +16,12 @@ class IndexPolicy:
     vector_rebuild_growth: float = 1.0
     """Retrain IVF_PQ when the table grew by this fraction since the last training."""
     refresh_fraction: float = 0.2
-    """Run ``optimize`` (compaction + new rows into every index) after this fraction of growth."""
+    """Refresh (bounded compaction + new rows into every index) after this fraction of growth."""
     refresh_min_rows: int = 2_000
+    fragment_rows: int = 65_536
+    """Compaction merges fragments up to this many rows and no further (LanceDB's ``optimize``
+    would merge up to ~1M): a forget purge rewrites only the fragments holding deleted rows, so
+    this bounds its cost (see pipelines/stores/lance_files.py and docs/forget.md)."""
     num_sub_vectors: int = 24
     """PQ sub-vectors (16 dims each at 384): 48 trains ~2.5x slower for little gain with refine."""
     refine_factor: int = 5

@@ -37,7 +37,7 @@ def test_lance_delete_leaves_old_versions_and_bytes_the_purge_removes_them(
     table.tags.create("before-forget", table.version)
     targets = resolve_events(event_request(events[1]), events)
     probe = AuditProbe.of(targets)
-    assert sut.store.erase(targets) == 1
+    assert sut.store.erase(targets) == {"memories": 1}
     checks = {r.check for r in sut.store.residuals(probe)}
     assert checks == {"old_versions", "file_bytes"}
     physical = sut.store.purge()
