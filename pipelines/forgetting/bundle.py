@@ -1,7 +1,8 @@
 """``ForgetStores``: the forgettable DuckDB and LanceDB stores of one stores directory.
 
-Owns the store handles it opened (the live worker passes its writer's indexes instead); :attr:`stores` gives a :class:`Stores` bundle over the current
-handles for queries and projection. Requests already applied are recorded in
+Owns the store handles it opened (the live worker passes its writer's indexes instead);
+:attr:`stores` gives a :class:`Stores` bundle over the current handles for queries and
+projection. Requests already applied are recorded in
 ``forget_applied.json`` next to the stores, so ``memstack forget apply`` applies each request
 once.
 """

@@ -71,6 +71,15 @@ class LanceForgetStore:
         self.rebuild_text = rebuild_text
         self._purging = threading.Lock()
 
+    @classmethod
+    def over(cls, index: LanceVectorIndex, *, rebuild_text: bool = False) -> LanceForgetStore:
+        """A forget store over an index that is already open (the live writer's; erase then
+        runs on the writer's handle, so the writer's reads see the deletion at once)."""
+        store = cls.__new__(cls)
+        store.directory, store.index = index.directory, index
+        store.rebuild_text, store._purging = rebuild_text, threading.Lock()
+        return store
+
     @property
     def name(self) -> str:
         return NAME
@@ -152,9 +161,9 @@ class LanceForgetStore:
             for tag in _tags(dataset):
                 dataset.tags.delete(tag)
                 deleted += 1
-            self.index.follow_latest()  # no write of the index reads what the cleanup removes
             try:
-                lance_files.drop_versions(self.index.uri, timedelta(0))
+                with self.index.quiesced():  # no write in flight: unreferenced files can go
+                    lance_files.drop_versions(self.index.uri, timedelta(0), unreferenced=True)
                 return deleted
             except (OSError, ValueError, RuntimeError) as exc:
                 if "tag" not in str(exc).lower() or attempt:
@@ -184,6 +193,11 @@ class LanceForgetStore:
         out += self._search_residuals(probe)
         files = [str(p) for p in self.directory.rglob("*") if p.is_file()]
         hits = files_containing(files, probe.byte_probes)
+        # Lance compresses string pages, so raw bytes prove nothing: decode every data file's
+        # text column too (referenced or not, any version's)
+        decoded = lance_files.data_files_holding(str(self.directory), "text", list(probe.texts))
+        for path, n in decoded.items():
+            hits[path] = max(hits.get(path, 0), n)
         out += [Residual(NAME, "file_bytes", n, path) for path, n in hits.items()]
         return out
 

@@ -60,10 +60,11 @@ class LiveForgetting:
         self.directory = directory
 
     def erasing_processor(self) -> ForgetProcessor:
-        """A processor for the eraser's thread: its own LanceDB handle, the writer's DuckDB
-        index (whose lock orders the purge with the writer's commits; reads use per-thread
-        cursors)."""
-        return self._processor_for(ForgetStores(self.directory, events=self._writer_events()))
+        """A processor for the eraser's thread, over the writer's indexes: their locks order
+        the purge's short exclusive steps with the writer's commits (DuckDB reads use
+        per-thread cursors; the LanceDB purge rewrites on handles of its own)."""
+        return self._processor_for(ForgetStores(self.directory, events=self._writer_events(),
+                                                vectors=self._writer_vectors()))
 
     def _writer_events(self) -> DuckDBEventIndex:
         events = self.projector.stores.events

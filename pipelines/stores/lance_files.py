@@ -79,14 +79,16 @@ def index_new_rows(uri: str) -> None:
     retrying("optimize_indices", lambda: latest(uri).optimize.optimize_indices())
 
 
-def drop_versions(uri: str, older_than: timedelta) -> int:
+def drop_versions(uri: str, older_than: timedelta, *, unreferenced: bool = False) -> int:
     """Remove versions older than ``older_than`` and the files only they reference.
 
-    Files no version references (an in-flight write's, not committed yet) are kept:
-    ``delete_unverified`` stays False, since the live writer may commit them a moment later.
-    Returns the bytes removed.
+    Files no version references (an in-flight write's, not committed yet, or the rewritten
+    fragments of a purge whose commit lost a conflict) are kept unless ``unreferenced``: the
+    caller must then hold the writer's lock, so that no write is in flight. Returns the bytes
+    removed.
     """
-    stats = latest(uri).cleanup_old_versions(older_than=older_than, delete_unverified=False,
+    stats = latest(uri).cleanup_old_versions(older_than=older_than,
+                                            delete_unverified=unreferenced,
                                             error_if_tagged_old_versions=True)
     return int(stats.bytes_removed)
 

@@ -121,6 +121,10 @@ class LanceVectorIndex:
         return self._read_only
 
     @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
     def dim(self) -> int:
         return self._dim
 
@@ -169,7 +173,7 @@ class LanceVectorIndex:
 
     def _merge_insert(self, data: pa.Table) -> Any:
         """``merge_insert`` by id; once more on the latest version when a file of the handle's
-        version is gone (a purge removed it: see :meth:`follow_latest`)."""
+        version is gone (a purge removed it: see :meth:`quiesced`)."""
         def run() -> Any:
             return self._table.merge_insert("memory_id").when_not_matched_insert_all().execute(
                 data)
@@ -183,16 +187,18 @@ class LanceVectorIndex:
             self._table.checkout_latest()
             return run()
 
-    def follow_latest(self) -> None:
-        """Move this handle to the latest version, once the write in flight (if any) is done.
+    @contextmanager
+    def quiesced(self) -> Iterator[None]:
+        """Hold the writer's lock with this handle on the latest version: no write of this
+        index is in flight meanwhile, and none reads a version older than the latest.
 
-        The purge calls it between its commit and its cleanup of older versions: the writer's
-        lock is held only for ``checkout_latest`` (a manifest read, ~1 ms), and afterwards no
-        write of this index reads a version the cleanup removes.
-        """
+        The purge removes older versions and unreferenced files inside it (a manifest read and
+        a file listing, milliseconds); a commit the writer makes afterwards starts from the
+        latest version."""
         with self._lock, translated("refresh", self._dir):
             self._table.checkout_latest()
             self._forget_indexes()
+            yield
 
     def delete(self, memory_ids: Iterable[str]) -> int:
         """Delete rows by id (the newest version only; old versions are the forget job's)."""
@@ -290,7 +296,8 @@ class LanceVectorIndex:
             self._train_vector_index(int(table.count_rows()), table)
         with translated("retrain_vector_index", self._dir):
             lance_files.retrying("vector retrain", attempt, attempts=3)
-        self.follow_latest()
+        with self.quiesced():
+            pass
         trained = self.vector_index_trained_version()
         if trained is None:
             raise StoreError(f"{self._dir}: the vector index is missing right after training it; "
