@@ -128,6 +128,7 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
 def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
           applied: Callable[[], Position]) -> None:
     """After each commit and each forget: publish the changes, wake the after= readers."""
+    from memstack.pipelines.forgetting.phases import read_status
     from memstack.pipelines.service.changes import changes_of
 
     def committed(plan: Any) -> None:
@@ -137,10 +138,12 @@ def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
     def forgot(hidden: Any) -> None:
         if hidden is not None:
             request = hidden.request
+            record = read_status(live.settings.home / "forget", request.request_id) or {}
             feed.publish([(request.tenant, "forgotten", {
                 "request_id": request.request_id, "scope": request.describe(),
-                "events": len(hidden.resolved.targets.event_ids), "status": "invisible"})],
-                applied())
+                "events": len(hidden.resolved.targets.event_ids),
+                "status": record.get("status", "invisible"),
+                "audit_passed": record.get("passed")})], applied())
         watch.notify()
 
     live.on_committed.append(committed)

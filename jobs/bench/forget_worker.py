@@ -7,12 +7,14 @@ LanceDB memory row per event, with canonical UUIDv7 event ids so forget requests
 :class:`StoreThread` runs what the live worker runs (pipelines/live.py,
 pipelines/forget_agent.py): every :data:`INGEST_EVERY` s a batch of :data:`INGEST_ROWS` message
 events is prepared and committed by the real :class:`StoreProjector` (index maintenance when
-due); between two batches the forget records waiting are hidden by the real
-:class:`LiveForgetting` (the logical phase, for up to :data:`HIDE_BUDGET_S` per turn), and the
-worker's real :class:`Eraser` purges and audits them in its own thread meanwhile. What it leaves
-out: Kafka (records are handed over in memory), the model (texts map to the corpus's vectors,
-:class:`CorpusEncoder`), the log lineage (event-scope requests resolve from the stores), key
-destruction (no sealed data) and the HTTP readers.
+due); between two batches the forget records waiting are applied by the real
+:class:`LiveForgetting` as the worker applies them (for up to :data:`HIDE_BUDGET_S` per turn,
+at least one): hidden, then purged and audited in the same call (the worker does not run the
+:class:`~memstack.pipelines.forgetting.eraser.Eraser` yet; see pipelines/forget_agent.py; the
+service's readers wait at the gate meanwhile). What it leaves out: Kafka (records are handed
+over in memory), the model (texts map to the corpus's vectors, :class:`CorpusEncoder`), the
+log lineage (event-scope requests resolve from the stores), key destruction (no sealed data)
+and the HTTP readers.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from memstack.operators.log import LogPosition
 from memstack.operators.mutations import MemoryRow, PutRecord, RecordRow
 from memstack.pipelines.forgetting import ForgetLedger, ForgetOutcome, ForgetProcessor
 from memstack.pipelines.forgetting.bundle import ForgetStores
-from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import parse_request
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.log_reader import LogRecord
@@ -140,19 +141,15 @@ class StoreThread:
                                         forgotten=ledger)
         self.forgetting = LiveForgetting(self.directory, self.projector, ledger,
                                          self._processor)
-        self.forgetting.eraser = Eraser(self.forgetting.erasing_processor,
-                                        on_erased=self._erased)
+        self.forgetting.on_erased = self._erased
         self.builder = EventBuilder(Defaults(tenant="t0", agent="bench"))
         self.logged: dict[str, float] = {}
-        self.hidden: dict[str, float] = {}
 
     def _processor(self, stores: ForgetStores) -> ForgetProcessor:
         return ForgetProcessor(stores, encoder=self.encoder,
                                outcomes_dir=self.directory.parent / "forget")
 
     def loop(self) -> None:
-        assert self.forgetting.eraser is not None
-        self.forgetting.eraser.start()
         try:
             while not self.stop.is_set():
                 began = time.monotonic()
@@ -163,7 +160,6 @@ class StoreThread:
         except BaseException as exc:
             self.failure = exc
         finally:
-            self.forgetting.eraser.close(drain_s=0.0)
             self.projector.stores.close()
 
     def _ingest(self) -> None:
@@ -187,20 +183,22 @@ class StoreThread:
                 record, logged = self.inbox.get_nowait()
             except Empty:
                 return
-            hidden = self.forgetting.apply(record)
-            assert hidden is not None
-            request_id = hidden.request.request_id
-            self.logged[request_id] = logged
-            self.hidden[request_id] = time.monotonic()
+            request = parse_request(record)
+            assert request is not None
+            self.logged[request.request_id] = logged
+            assert self.forgetting.apply(record) is not None
 
     def _erased(self, outcome: ForgetOutcome) -> None:
-        """On the eraser's thread: the request's erased and audited times, made monotonic."""
+        """The request's phases, made monotonic (called once it was erased and audited)."""
         now, wall = time.monotonic(), datetime.now(UTC)
+        times = outcome.phases.times
         request_id = outcome.request.request_id
-        erased = outcome.phases.times["erased"]
-        self.applied[request_id] = Applied(
-            self.logged[request_id], self.hidden[request_id],
-            now - (wall - erased).total_seconds(), now, outcome)
+
+        def at(phase: str) -> float:
+            return now - (wall - times[phase]).total_seconds()
+
+        self.applied[request_id] = Applied(self.logged[request_id], at("invisible"),
+                                           at("erased"), now, outcome)
 
     def wait(self, requests: Sequence[ForgetRequest], budget_s: float | None = None) -> bool:
         """Until every request is applied (True), or ``budget_s`` passed (False)."""

@@ -1,13 +1,15 @@
 """Forgetting inside the live worker: requests from ``<prefix>.forget`` applied as they arrive.
 
 The worker is the only process that may write the stores, so it applies forget requests itself,
-in two phases. On its store thread, between two batches, the logical phase: the request joins
+in two phases, on its store thread between two batches (and, with an :class:`Eraser`, the
+second in the eraser's thread; the live worker does not use one yet, see
+pipelines/forget_agent.py). The logical phase: the request joins
 the ledger (so no later batch applies an event it covers), the :class:`ForgetProcessor` hides
 it on the open stores (rows deleted, keys destroyed; bounded, no file rewritten, the stores stay
 open) and the projector's fact cache is dropped (its key states could still hold forgotten
-entries). Then the :class:`~memstack.pipelines.forgetting.eraser.Eraser` purges the bytes and
-audits in its own thread while ingest goes on (without an eraser, the store thread does it
-too). When the worker keeps session state, the processor forgets in it too
+entries). Then the physical phase purges the bytes and audits (an
+:class:`~memstack.pipelines.forgetting.eraser.Eraser` does it in its own thread while ingest
+goes on). When the worker keeps session state, the processor forgets in it too
 (:attr:`LiveForgetting.session_state`): exact removal of the forgotten events' terms, read from
 the stores before they erase them, and whole sessions dropped.
 """
@@ -24,7 +26,7 @@ from memstack.pipelines.forgetting.contract import Forgettable
 from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import ForgetLedger, parse_request
 from memstack.pipelines.forgetting.lineage import Lineage
-from memstack.pipelines.forgetting.processor import ForgetProcessor, Hidden
+from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor, Hidden
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
@@ -47,6 +49,8 @@ class LiveForgetting:
         self._processor_for = processor_for
         self.eraser = eraser
         """Erases in the background what :meth:`apply` hid; None: :meth:`apply` erases too."""
+        self.on_erased: Callable[[ForgetOutcome], None] | None = None
+        """Called after :meth:`apply` erased and audited a request itself (no eraser)."""
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
         self.session_state: StateStoreFor | None = None
@@ -111,6 +115,8 @@ class LiveForgetting:
             self.eraser.submit(hidden)
         else:
             outcome = processor.erase([hidden])[0]
+            if self.on_erased is not None:
+                self.on_erased(outcome)
             log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
                      request.request_id, request.scope.type, outcome.events,
                      "passed" if outcome.audit.passed else "FAILED",
