@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import secrets
 import signal
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -102,7 +103,17 @@ def _walkthrough(agent: httpx.Client, session: str) -> None:
     print(f"   search after the forget: {[h['memory']['text'][:40] for h in hits]}")
     print(f"   the forgotten observation is {'gone' if gone else 'STILL THERE'}")
     status = _ok(agent.get(f"/forget/{forgot['request_id']}"))
+    print(f"   forget status right after: {status['status']} "
+          f"(+{(status.get('phase_seconds') or {}).get('invisible', 0):.2f} s); the eraser purges the "
+          "bytes and audits in the background")
+    deadline = time.monotonic() + 120
+    while status["status"] != "audited" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = _ok(agent.get(f"/forget/{forgot['request_id']}"))
     audit = status.get("audit") or {}
+    seconds = status.get("phase_seconds") or {}
+    print(f"   erased +{seconds.get('erased', 0):.2f} s, audited +"
+          f"{seconds.get('audited', 0):.2f} s after it was logged")
     print(f"   forget status: {status['status']}; audit "
           f"{'passed' if audit.get('passed') else 'FAILED'} over "
           f"{sorted(audit.get('stores', {}))} and the log (payload key destroyed)")

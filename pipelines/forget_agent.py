@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from faust.types import StreamT
 from kafka.errors import KafkaError
 
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
+from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 from memstack.pipelines.log_reader import LogRecord
@@ -42,12 +45,25 @@ worker stops and a restart applies it again."""
 
 
 def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
-    """Forget requests are applied on the store thread, between two batches of events."""
+    """Forget requests are hidden on the store thread, between two batches of events, and
+    erased by an :class:`Eraser` thread (started here; :func:`stop_eraser` stops it) whose
+    purges hold the service's read gate."""
     def erased(outcome: ForgetOutcome) -> None:
         for hook in live.on_erased:
             hook(outcome)
 
+    @contextmanager
+    def exclusive() -> Iterator[None]:
+        if live.exclusive is None:
+            yield
+        else:
+            with live.exclusive():
+                yield
+
     forgetting.on_erased = erased
+    if forgetting.eraser is None and live.config.background_erase:
+        forgetting.eraser = Eraser(forgetting.erasing_processor, on_erased=erased,
+                                   exclusive=exclusive).start()
     ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
 

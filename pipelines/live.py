@@ -77,6 +77,10 @@ class LiveConfig:
     group_id: str | None = None
     """The consumer group (and Faust app id); default ``<prefix>-live``. Sharded workers use
     their own (docs/scaling.md)."""
+    background_erase: bool = True
+    """Forget requests: the store thread hides each (the logical phase) and an eraser thread
+    purges and audits them in batches while ingest goes on (docs/forget.md); False: the store
+    thread does both phases in one call."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from queue import Empty, SimpleQueue
 
 from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor, Hidden
@@ -33,8 +34,12 @@ class Eraser:
 
     def __init__(self, open_processor: Callable[[], ForgetProcessor], *,
                  on_erased: Callable[[ForgetOutcome], None] | None = None,
+                 exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
                  retry_s: float = 5.0, max_batch: int = 1000) -> None:
+        """``exclusive``: held around each store's purge (the service's read gate; readers
+        wait for a purge, ingest does not)."""
         self._open = open_processor
+        self._exclusive = exclusive
         self._on_erased = on_erased
         self.retry_s = retry_s
         self.max_batch = max_batch
@@ -89,7 +94,13 @@ class Eraser:
         self._thread = None
 
     def _run(self) -> None:
-        processor = self._open()
+        try:
+            processor = self._open()
+        except Exception as exc:
+            self.failure = exc
+            log.exception("the eraser could not open the stores; forget requests are hidden "
+                          "but not erased until the worker restarts")
+            raise
         try:
             carried: list[Hidden] = []
             while not self._stop.is_set():
@@ -129,7 +140,7 @@ class Eraser:
     def _erase(self, processor: ForgetProcessor, batch: list[Hidden]) -> list[Hidden]:
         """One pass; returns the batch when it failed (to retry), else nothing."""
         try:
-            outcomes = processor.erase(batch)
+            outcomes = processor.erase(batch, self._exclusive)
         except Exception as exc:  # retried: the requests stay hidden meanwhile
             self.failure = exc
             log.exception("erasing %d forget request(s) failed; retrying in %.0f s (reads "

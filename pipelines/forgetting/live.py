@@ -53,6 +53,9 @@ class LiveForgetting:
         """Called after :meth:`apply` erased and audited a request itself (no eraser)."""
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
+        self._hidden: set[str] = set()
+        """Requests this process handed to the eraser (a re-read record is not hidden again;
+        after a restart the set is empty, and unapplied requests are hidden again)."""
         self.session_state: StateStoreFor | None = None
         """Builds the session state's forgettable store over the stores being forgotten in and
         the processor's lineage (set by the Faust app when the worker keeps session state);
@@ -102,6 +105,8 @@ class LiveForgetting:
         self.ledger.add(request)
         if request.request_id in _applied(self.directory):
             return None  # done before a restart: the stores already hold the result
+        if request.request_id in self._hidden:
+            return None  # read again (after a rebalance) while the eraser still has it
         stores = ForgetStores(self.directory, events=self._writer_events(),
                               vectors=self._writer_vectors())
         processor = self._processor_for(stores)
@@ -112,6 +117,7 @@ class LiveForgetting:
         finally:
             self.projector.reopen(self.projector.stores)  # drops the fact cache
         if self.eraser is not None:
+            self._hidden.add(request.request_id)
             self.eraser.submit(hidden)
         else:
             outcome = processor.erase([hidden])[0]

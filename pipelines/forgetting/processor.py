@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -149,9 +150,13 @@ class ForgetProcessor:
                  len(resolved.targets.event_ids), len(destroyed), t2 - t0)
         return hidden
 
-    def erase(self, batch: Sequence[Hidden]) -> list[ForgetOutcome]:
+    def erase(self, batch: Sequence[Hidden],
+              exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+              ) -> list[ForgetOutcome]:
         """The physical phase for ``batch`` in one pass per store, then each request's audit;
-        a request counts as applied once audited (``forget_applied.json``)."""
+        a request counts as applied once audited (``forget_applied.json``). The purges run
+        inside ``exclusive()`` (the service's read gate: a DuckDB ``CHECKPOINT`` is skipped,
+        silently, while a reader holds a transaction)."""
         if not batch:
             return []
         t0 = time.monotonic()
@@ -164,7 +169,8 @@ class ForgetProcessor:
             if _forgets_first(store):
                 continue
             if isinstance(store, TwoPhase):
-                physical[store.name] = {**store.purge(probes), "batch": float(len(batch))}
+                with exclusive():
+                    physical[store.name] = {**store.purge(probes), "batch": float(len(batch))}
             else:  # a one-phase store (the consolidated weights): forgets here, per request
                 deferred[store.name] = [store.forget(h.resolved.targets) for h in batch]
         erased_at = datetime.now(UTC)
