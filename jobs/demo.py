@@ -103,9 +103,9 @@ def _walkthrough(agent: httpx.Client, session: str) -> None:
     print(f"   search after the forget: {[h['memory']['text'][:40] for h in hits]}")
     print(f"   the forgotten observation is {'gone' if gone else 'STILL THERE'}")
     status = _ok(agent.get(f"/forget/{forgot['request_id']}"))
-    print(f"   forget status right after: {status['status']} "
-          f"(+{(status.get('phase_seconds') or {}).get('invisible', 0):.2f} s); the eraser purges the "
-          "bytes and audits in the background")
+    hidden_s = (status.get("phase_seconds") or {}).get("invisible", 0.0)
+    print(f"   forget status right after: {status['status']} (+{hidden_s:.2f} s); the eraser "
+          "purges the bytes and audits in the background")
     deadline = time.monotonic() + 120
     while status["status"] != "audited" and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -4,8 +4,8 @@ Per size (``--quick``: 20k and 200k memories; full: 100k and 1M) the stores are 
 bulk with the query benchmark's corpus and indexed as the worker indexes them; then a store
 thread runs the live worker's schedule over them (:mod:`memstack.jobs.bench.forget_worker`:
 a batch of events committed by the real projector every 0.2 s, and between two batches one
-forget records applied by the real ``LiveForgetting`` as the worker applies them: hidden, then
-purged and audited in the same call). Against it:
+forget records hidden by the real ``LiveForgetting`` while the real ``Eraser`` purges and
+audits them in its own thread, as the worker runs them). Against it:
 
 1. :data:`SINGLES` event-scope requests, one at a time (each waits until audited);
 2. :data:`BATCH` event-scope requests submitted together; when they are not all erased within
@@ -15,10 +15,9 @@ purged and audited in the same call). Against it:
 Figures at the large size (``*_small`` at the small one), seconds from the request's record
 being handed to the worker ("logged"):
 
-- ``logical_*``: until reads answer without the content. The worker applies both phases in
-  one call while the service's readers wait at its gate, so a reader gets its answer once the
-  whole request is applied: logged -> audited. (``hidden_*``: logged -> the logical phase
-  committed, what a reader would wait for if the physical phase ran in the background.)
+- ``logical_*``: until reads answer without the content: logged -> hidden (the logical phase
+  committed; a read may still wait at the service's gate while a purge runs, see
+  docs/forget.md). ``audited_*``: logged -> audited.
 - ``physical_*``: until every store's bytes are erased (the eraser's pass: probe, purge of every
   store; the audit after it not);
 - ``growth``: physical p50 large / small; ``batch_100_s``: first logged -> last erased;
@@ -148,13 +147,13 @@ def _pct(xs: list[float], q: float) -> float:
 def _figures(singles: list[Applied], batch: list[Applied], batch_s: float, complete: bool,
              gaps: npt.NDArray[np.float64]) -> dict[str, float]:
     physical = [a.erased - a.logged for a in singles]
-    logical = [a.audited - a.logged for a in singles]
-    hidden = [a.invisible - a.logged for a in singles]
+    logical = [a.invisible - a.logged for a in singles]
+    audited = [a.audited - a.logged for a in singles]
     stores = {f"{r.store}_s": r.physical.get("s", 0.0)
               for a in singles[-1:] for r in a.outcome.reports}
     return {
         "logical_p50_s": _pct(logical, 50), "logical_p99_s": _pct(logical, 99),
-        "hidden_p50_s": _pct(hidden, 50), "hidden_p99_s": _pct(hidden, 99),
+        "audited_p50_s": _pct(audited, 50), "audited_p99_s": _pct(audited, 99),
         "physical_p50_s": _pct(physical, 50), "physical_p99_s": _pct(physical, 99),
         "audit_p50_s": _pct([a.outcome.seconds["audit"] for a in singles], 50),
         "batch_100_s": batch_s, "batch_done": float(len(batch)),

@@ -7,11 +7,11 @@ LanceDB memory row per event, with canonical UUIDv7 event ids so forget requests
 :class:`StoreThread` runs what the live worker runs (pipelines/live.py,
 pipelines/forget_agent.py): every :data:`INGEST_EVERY` s a batch of :data:`INGEST_ROWS` message
 events is prepared and committed by the real :class:`StoreProjector` (index maintenance when
-due); between two batches the forget records waiting are applied by the real
-:class:`LiveForgetting` as the worker applies them (for up to :data:`HIDE_BUDGET_S` per turn,
-at least one): hidden, then purged and audited in the same call (the worker does not run the
-:class:`~memstack.pipelines.forgetting.eraser.Eraser` yet; see pipelines/forget_agent.py; the
-service's readers wait at the gate meanwhile). What it leaves out: Kafka (records are handed
+due); between two batches the forget records waiting are hidden by the real
+:class:`LiveForgetting` (for up to :data:`HIDE_BUDGET_S` per turn, at least one), and the real
+:class:`Eraser` purges and audits them in its own thread meanwhile, as the worker runs them
+(``LiveConfig.background_erase``; ``background_erase=False`` here measures the worker that
+applies both phases in one call). What it leaves out: Kafka (records are handed
 over in memory), the model (texts map to the corpus's vectors, :class:`CorpusEncoder`), the
 log lineage (event-scope requests resolve from the stores), key destruction (no sealed data)
 and the HTTP readers.
@@ -38,6 +38,7 @@ from memstack.operators.log import LogPosition
 from memstack.operators.mutations import MemoryRow, PutRecord, RecordRow
 from memstack.pipelines.forgetting import ForgetLedger, ForgetOutcome, ForgetProcessor
 from memstack.pipelines.forgetting.bundle import ForgetStores
+from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import parse_request
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.log_reader import LogRecord
@@ -134,6 +135,7 @@ class StoreThread:
     applied: dict[str, Applied] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
     failure: BaseException | None = None
+    background_erase: bool = True
 
     def __post_init__(self) -> None:
         ledger = ForgetLedger()  # the worker's projector skips what the ledger covers
@@ -142,6 +144,9 @@ class StoreThread:
         self.forgetting = LiveForgetting(self.directory, self.projector, ledger,
                                          self._processor)
         self.forgetting.on_erased = self._erased
+        if self.background_erase:
+            self.forgetting.eraser = Eraser(self.forgetting.erasing_processor,
+                                            on_erased=self._erased)
         self.builder = EventBuilder(Defaults(tenant="t0", agent="bench"))
         self.logged: dict[str, float] = {}
 
@@ -150,6 +155,8 @@ class StoreThread:
                                outcomes_dir=self.directory.parent / "forget")
 
     def loop(self) -> None:
+        if self.forgetting.eraser is not None:
+            self.forgetting.eraser.start()
         try:
             while not self.stop.is_set():
                 began = time.monotonic()
@@ -160,6 +167,8 @@ class StoreThread:
         except BaseException as exc:
             self.failure = exc
         finally:
+            if self.forgetting.eraser is not None:
+                self.forgetting.eraser.close(drain_s=0.0)
             self.projector.stores.close()
 
     def _ingest(self) -> None:

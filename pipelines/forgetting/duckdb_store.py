@@ -116,6 +116,7 @@ class DuckDBForgetStore:
                 out |= self._fallback(con, shared, probes)
         out["clean"] = float(_clean(out))
         out["purge_s"] = time.monotonic() - began
+        out["s"] = out["purge_s"]
         return out
 
     def _scan(self, probes: Sequence[bytes]) -> dict[str, int]:
