@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from faust.types import StreamT
@@ -52,26 +51,19 @@ def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
         for hook in live.on_erased:
             hook(outcome)
 
-    @contextmanager
-    def exclusive() -> Iterator[None]:
-        if live.exclusive is None:
-            yield
-        else:
-            with live.exclusive():
-                yield
+    def gate() -> AbstractContextManager[None]:
+        return live.exclusive() if live.exclusive is not None else nullcontext()
 
     forgetting.on_erased = erased
+    forgetting.gate = gate
     if forgetting.eraser is None and live.config.background_erase:
         forgetting.eraser = Eraser(forgetting.erasing_processor, on_erased=erased,
-                                   exclusive=exclusive).start()
+                                   exclusive=forgetting.exclusive).start()
     ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
 
     def apply(record: LogRecord) -> Hidden | None:
-        if live.exclusive is None:
-            return forgetting.apply(record)
-        with live.exclusive():
-            return forgetting.apply(record)
+        return forgetting.apply(record)  # under forgetting.exclusive(): the gate and its lock
 
     async def applied(record: LogRecord) -> Hidden | None:
         """Apply a request; retry it while the broker is away (its lineage reads the log)."""

@@ -146,7 +146,8 @@ class StoreThread:
         self.forgetting.on_erased = self._erased
         if self.background_erase:
             self.forgetting.eraser = Eraser(self.forgetting.erasing_processor,
-                                            on_erased=self._erased)
+                                            on_erased=self._erased,
+                                            exclusive=self.forgetting.exclusive)
         self.builder = EventBuilder(Defaults(tenant="t0", agent="bench"))
         self.logged: dict[str, float] = {}
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
@@ -51,6 +53,9 @@ class LiveForgetting:
         """Erases in the background what :meth:`apply` hid; None: :meth:`apply` erases too."""
         self.on_erased: Callable[[ForgetOutcome], None] | None = None
         """Called after :meth:`apply` erased and audited a request itself (no eraser)."""
+        self.gate: Callable[[], AbstractContextManager[None]] | None = None
+        """The service's read gate (readers wait while a forget changes the stores)."""
+        self._lock = threading.Lock()
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
         self._hidden: set[str] = set()
@@ -60,6 +65,14 @@ class LiveForgetting:
         """Builds the session state's forgettable store over the stores being forgotten in and
         the processor's lineage (set by the Faust app when the worker keeps session state);
         the processor then prepares, forgets and audits it with the other stores."""
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Held while the stores change for a forget: the logical phase on the store thread,
+        each purge on the eraser's. One at a time (a purge's cleanup removes versions a hide
+        may be reading), and readers wait at the service's gate meanwhile."""
+        with self._lock, (self.gate() if self.gate is not None else nullcontext()):
+            yield
 
     def move_to(self, directory: Path) -> None:
         """Continue on the stores in ``directory`` (the service switched to them); the eraser
@@ -112,15 +125,16 @@ class LiveForgetting:
         processor = self._processor_for(stores)
         if self.session_state is not None:
             processor.extra.append(self.session_state(stores, processor.lineage))
-        try:
-            hidden = processor.hide(request)
-        finally:
-            self.projector.reopen(self.projector.stores)  # drops the fact cache
+        with self.exclusive():
+            try:
+                hidden = processor.hide(request)
+            finally:
+                self.projector.reopen(self.projector.stores)  # drops the fact cache
         if self.eraser is not None:
             self._hidden.add(request.request_id)
             self.eraser.submit(hidden)
         else:
-            outcome = processor.erase([hidden])[0]
+            outcome = processor.erase([hidden], self.exclusive)[0]
             if self.on_erased is not None:
                 self.on_erased(outcome)
             log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",

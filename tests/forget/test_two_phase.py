@@ -48,7 +48,8 @@ class Worker:
         ledger = ForgetLedger()
         self.projector = StoreProjector(Stores.open(directory), minilm, TOPIC, forgotten=ledger)
         self.forgetting = LiveForgetting(directory, self.projector, ledger, self._processor)
-        self.eraser = Eraser(self.forgetting.erasing_processor)
+        self.eraser = Eraser(self.forgetting.erasing_processor,
+                             exclusive=self.forgetting.exclusive)
         self.forgetting.eraser = self.eraser
         self.minilm = minilm
         self.offset = 0
