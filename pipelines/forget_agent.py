@@ -1,16 +1,15 @@
-"""The live worker's agent on ``<prefix>.forget``: each request applied on the store thread,
-between two batches of events, both phases in one call (hidden, then erased and audited)
-while the service's readers wait at the gate.
-
-Not yet on the eraser thread (:class:`~memstack.pipelines.forgetting.eraser.Eraser`): outside
-the gate, a DuckDB ``CHECKPOINT`` is silently skipped while a reader holds a transaction, so the
-purge left forgotten text in the WAL (the fault suite found it); see docs/forget.md.
+"""The live worker's agent on ``<prefix>.forget``: each request hidden on the store thread,
+between two batches of events, and erased and audited by the worker's
+:class:`~memstack.pipelines.forgetting.eraser.Eraser` thread while ingest goes on
+(``LiveConfig.background_erase``; off, the store thread does both phases in one call). The
+hide and each purge hold the service's read gate (outside it a DuckDB ``CHECKPOINT`` is
+skipped, silently, while a reader holds a transaction; see docs/forget.md).
 
 A request whose lineage cannot read the log (the broker away) is applied again with back-off;
 any other failure (a full disk) stops the worker as a failed batch does, and a restart applies
-the request again from the start (every step is idempotent). A request counts as applied
-only once it was hidden (:meth:`LiveForgetting.apply`), so reads ``after=`` it wait meanwhile;
-it counts as applied in the stores (``forget_applied.json``) once erased and audited.
+the request again from the start (every step is idempotent). Its ledger offset counts as
+handled once it was hidden (:meth:`LiveForgetting.apply`), so reads ``after=`` it wait until
+then; it counts as applied in the stores (``forget_applied.json``) once erased and audited.
 """
 
 from __future__ import annotations

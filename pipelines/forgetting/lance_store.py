@@ -195,13 +195,13 @@ class LanceForgetStore:
             out.append(Residual(NAME, "rows", rows, "memories"))
         out += self._old_versions(ids)
         out += self._search_residuals(probe)
-        files = [str(p) for p in self.directory.rglob("*") if p.is_file()]
+        # data files: Lance compresses string pages, so raw bytes prove nothing there; their
+        # text column is decoded instead (referenced or not, any version's). Every other file
+        # (indexes, deletion files, manifests) is scanned raw.
+        files = [str(p) for p in self.directory.rglob("*")
+                 if p.is_file() and not (p.suffix == ".lance" and p.parent.name == "data")]
         hits = files_containing(files, probe.byte_probes)
-        # Lance compresses string pages, so raw bytes prove nothing: decode every data file's
-        # text column too (referenced or not, any version's)
-        decoded = lance_files.data_files_holding(str(self.directory), "text", list(probe.texts))
-        for path, n in decoded.items():
-            hits[path] = max(hits.get(path, 0), n)
+        hits |= lance_files.data_files_holding(str(self.directory), "text", list(probe.texts))
         out += [Residual(NAME, "file_bytes", n, path) for path, n in hits.items()]
         return out
 

@@ -1,9 +1,9 @@
 """Forgetting inside the live worker: requests from ``<prefix>.forget`` applied as they arrive.
 
 The worker is the only process that may write the stores, so it applies forget requests itself,
-in two phases, on its store thread between two batches (and, with an :class:`Eraser`, the
-second in the eraser's thread; the live worker does not use one yet, see
-pipelines/forget_agent.py). The logical phase: the request joins
+in two phases: on its store thread between two batches the logical one, and the physical one
+in the worker's :class:`Eraser` thread (or right after, on the store thread, without one). The
+logical phase: the request joins
 the ledger (so no later batch applies an event it covers), the :class:`ForgetProcessor` hides
 it on the open stores (rows deleted, keys destroyed; bounded, no file rewritten, the stores stay
 open) and the projector's fact cache is dropped (its key states could still hold forgotten

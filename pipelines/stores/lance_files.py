@@ -12,6 +12,7 @@ concurrent writer committed first (:func:`retrying`): the purge runs beside the 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -25,6 +26,9 @@ import lance
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+DECODED_FILES = 4096
+"""Data files whose decoded text column the audit keeps (a fragment of 64Ki short texts is a
+few MB)."""
 CONFLICT_ATTEMPTS = 8
 
 
@@ -128,10 +132,11 @@ def data_files_holding(directory: str, column: str, needles: list[str]) -> dict[
     of ``needles`` its decoded ``column`` contains (files with none left out).
 
     A raw byte scan is no proof of absence here: Lance compresses string pages (the benchmark
-    corpus's texts are not found as bytes even in the live file), so the file is decoded.
+    corpus's texts are not found as bytes even in the live file), so the file is decoded. Data
+    files are immutable, so each is decoded once (:func:`_decoded`, by path and size) and the
+    audits of a batch of requests share the work.
     """
     import pyarrow.compute as pc
-    from lance.file import LanceFileReader
 
     hits: dict[str, int] = {}
     if not needles:
@@ -140,7 +145,7 @@ def data_files_holding(directory: str, column: str, needles: list[str]) -> dict[
         if not path.is_file() or path.parent.name != "data":
             continue
         try:
-            values = LanceFileReader(str(path), columns=[column]).read_all().to_table()[column]
+            values = _decoded(str(path), path.stat().st_size, column)
         except (OSError, ValueError, RuntimeError):
             continue  # removed while scanning (a cleanup), or not a data file
         found = sum(1 for n in needles
@@ -148,3 +153,12 @@ def data_files_holding(directory: str, column: str, needles: list[str]) -> dict[
         if found:
             hits[str(path)] = found
     return hits
+
+
+@functools.lru_cache(maxsize=DECODED_FILES)
+def _decoded(path: str, size: int, column: str) -> Any:
+    """``column`` of one data file, decoded (``size`` in the key: a path is never rewritten in
+    place, but a cache must not trust that blindly)."""
+    from lance.file import LanceFileReader
+
+    return LanceFileReader(path, columns=[column]).read_all().to_table()[column]
