@@ -102,7 +102,7 @@ def measure_size(plan: Plan, report: Report, tmp: Path) -> dict[str, float]:
         worker.stop.set()
         thread.join()
     with Stores.open(directory, read_only=True) as stores:
-        kept = worker.next_row - len(worker.applied)
+        kept = worker.next_row - len(worker.logged)  # every request hidden, erased or not
         figures["rows_lost"] = float(2 * kept - stores.vectors.count()
                                      - stores.events.counts()["records"])
     figures["ingested_rows"] = float(worker.next_row - plan.rows)

@@ -12,7 +12,8 @@ store").
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -112,9 +113,13 @@ class TwoPhase(Protocol):
         """Hide ``targets`` (rows deleted per table); cheap, on the writer's thread."""
         ...
 
-    def purge(self, probes: Sequence[bytes] = ()) -> dict[str, float]:
+    def purge(self, probes: Sequence[bytes] = (),
+              exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+              ) -> dict[str, float]:
         """Remove the bytes of everything erased so far; ``probes`` (the forgotten texts as
-        bytes, possibly empty) may be used to check it. Figures: seconds per step, ``s``."""
+        bytes, possibly empty) may be used to check it. The steps that readers or the
+        logical phase must not overlap run inside ``exclusive()``. Figures: seconds per step,
+        ``s``."""
         ...
 
 

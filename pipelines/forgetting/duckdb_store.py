@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 
@@ -94,13 +95,17 @@ class DuckDBForgetStore:
         after = self.index.counts()
         return {t: before[t] - after[t] for t in ("records", "fact_entries", "fact_versions")}
 
-    def purge(self, probes: Sequence[bytes] = ()) -> dict[str, float]:
-        """Checkpoint, fill the free blocks, check; rewrite the touched tables if needed.
+    def purge(self, probes: Sequence[bytes] = (),
+              exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+              ) -> dict[str, float]:
+        """Checkpoint, fill the free blocks, check; rewrite the touched tables if needed; all
+        inside ``exclusive()`` (a ``CHECKPOINT`` is skipped, silently, while a reader holds a
+        transaction: the service's read gate keeps readers out).
 
         Correct without ``probes`` (after a restart): the erase noted the blocks durably. With
         probes, the file and WAL are also scanned (a hit forces the fallback)."""
         began = time.monotonic()
-        with self.index.exclusive("forget purge") as con:
+        with exclusive(), self.index.exclusive("forget purge") as con:
             noted = shred.pending(con)
             t = time.monotonic()
             con.execute("CHECKPOINT")

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,12 @@ class LanceForgetStore:
                 present += n
         return {"memories": present}
 
-    def purge(self, probes: Sequence[bytes] = ()) -> dict[str, float]:
-        """The physical phase, bounded by the fragments that hold deleted rows.
+    def purge(self, probes: Sequence[bytes] = (),
+              exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+              ) -> dict[str, float]:
+        """The physical phase, bounded by the fragments that hold deleted rows. Only the
+        removal of older versions runs inside ``exclusive()`` (a reader or a hide may be on
+        one); the rewrite and the full-text rebuild make new versions beside them.
 
         Needs no ids: the deletion files say what to materialise, so every erase since the
         last purge (several requests, or a restart) is purged at once. Safe beside the live
@@ -123,11 +128,12 @@ class LanceForgetStore:
         """
         with self._purging:
             began = time.monotonic()
-            figures = self._purge(probes)
+            figures = self._purge(probes, exclusive)
             figures["s"] = time.monotonic() - began
             return figures
 
-    def _purge(self, probes: Sequence[bytes]) -> dict[str, float]:
+    def _purge(self, probes: Sequence[bytes],
+               exclusive: Callable[[], AbstractContextManager[None]]) -> dict[str, float]:
         uri = self.index.uri
         dataset = lance_files.latest(uri)
         if not (lance_files.deleted_fragments(dataset) or _tags(dataset)
@@ -141,7 +147,8 @@ class LanceForgetStore:
         if self.rebuild_text:  # also when whole fragments went (a delete drops those at once)
             self._rebuild_text()
         fts_s, t = time.monotonic() - t, time.monotonic()
-        tags = self._drop_versions()
+        with exclusive():
+            tags = self._drop_versions()
         cleanup_s = time.monotonic() - t
         return {"compact_s": compact_s, "fts_s": fts_s, "cleanup_s": cleanup_s,
                 "fragments_rewritten": float(rewrite.fragments),

@@ -154,9 +154,8 @@ class ForgetProcessor:
               exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
               ) -> list[ForgetOutcome]:
         """The physical phase for ``batch`` in one pass per store, then each request's audit;
-        a request counts as applied once audited (``forget_applied.json``). The purges run
-        inside ``exclusive()`` (the service's read gate: a DuckDB ``CHECKPOINT`` is skipped,
-        silently, while a reader holds a transaction)."""
+        a request counts as applied once audited (``forget_applied.json``). Each purge runs
+        its steps that must not overlap a read or a hide inside ``exclusive()``."""
         if not batch:
             return []
         t0 = time.monotonic()
@@ -169,8 +168,8 @@ class ForgetProcessor:
             if _forgets_first(store):
                 continue
             if isinstance(store, TwoPhase):
-                with exclusive():
-                    physical[store.name] = {**store.purge(probes), "batch": float(len(batch))}
+                physical[store.name] = {**store.purge(probes, exclusive),
+                                        "batch": float(len(batch))}
             else:  # a one-phase store (the consolidated weights): forgets here, per request
                 deferred[store.name] = [store.forget(h.resolved.targets) for h in batch]
         erased_at = datetime.now(UTC)
