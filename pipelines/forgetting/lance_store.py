@@ -114,9 +114,10 @@ class LanceForgetStore:
     def purge(self, probes: Sequence[bytes] = (),
               exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
               ) -> dict[str, float]:
-        """The physical phase, bounded by the fragments that hold deleted rows. Only the
-        removal of older versions runs inside ``exclusive()`` (a reader or a hide may be on
-        one); the rewrite and the full-text rebuild make new versions beside them.
+        """The physical phase, bounded by the fragments that hold deleted rows. The rewrite
+        runs inside ``exclusive()`` (measured: with hides going on, their deletes preempted
+        every commit of it), and so does the removal of older versions (a reader or a hide may
+        be on one); the full-text rebuild makes a new version beside them.
 
         Needs no ids: the deletion files say what to materialise, so every erase since the
         last purge (several requests, or a restart) is purged at once. Safe beside the live
@@ -142,7 +143,8 @@ class LanceForgetStore:
                     "rows_rewritten": 0.0, "tags_deleted": 0.0, "versions_left": 1.0,
                     "unreferenced_probe_files": 0.0}
         t = time.monotonic()
-        rewrite = lance_files.rewrite_deleted(uri, self.index.policy.fragment_rows)
+        with exclusive():  # a hide's delete in the same fragment would preempt it, again and again
+            rewrite = lance_files.rewrite_deleted(uri, self.index.policy.fragment_rows)
         compact_s, t = time.monotonic() - t, time.monotonic()
         if self.rebuild_text:  # also when whole fragments went (a delete drops those at once)
             self._rebuild_text()
