@@ -140,7 +140,7 @@ class Eraser:
     def _erase(self, processor: ForgetProcessor, batch: list[Hidden]) -> list[Hidden]:
         """One pass; returns the batch when it failed (to retry), else nothing."""
         try:
-            outcomes = processor.erase(batch, self._exclusive)
+            outcomes = processor.erase(batch, self._exclusive, self._stop.is_set)
         except Exception as exc:  # retried: the requests stay hidden meanwhile
             self.failure = exc
             log.exception("erasing %d forget request(s) failed; retrying in %.0f s (reads "

@@ -152,10 +152,11 @@ class ForgetProcessor:
 
     def erase(self, batch: Sequence[Hidden],
               exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
-              ) -> list[ForgetOutcome]:
+              stop: Callable[[], bool] = lambda: False) -> list[ForgetOutcome]:
         """The physical phase for ``batch`` in one pass per store, then each request's audit;
         a request counts as applied once audited (``forget_applied.json``). Each purge runs
-        its steps that must not overlap a read or a hide inside ``exclusive()``."""
+        its steps that must not overlap a read or a hide inside ``exclusive()``; once
+        ``stop()`` is true no further request is audited (nor marked applied)."""
         if not batch:
             return []
         t0 = time.monotonic()
@@ -174,9 +175,14 @@ class ForgetProcessor:
                 deferred[store.name] = [store.forget(h.resolved.targets) for h in batch]
         erased_at = datetime.now(UTC)
         erase_s = time.monotonic() - t0 - probe_s
-        return [self._audited(h, probe, i, physical, deferred, erased_at,
-                              {"probe": probe_s, "erase": erase_s})
-                for i, (h, probe) in enumerate(zip(batch, found, strict=True))]
+        outcomes = []
+        for i, (hidden, probe) in enumerate(zip(batch, found, strict=True)):
+            if stop():  # the rest stays unapplied: hidden and erased again after a restart
+                log.info("stopping: %d erased request(s) left unaudited", len(batch) - i)
+                break
+            outcomes.append(self._audited(hidden, probe, i, physical, deferred, erased_at,
+                                          {"probe": probe_s, "erase": erase_s}))
+        return outcomes
 
     def _audited(self, hidden: Hidden, probe: AuditProbe, i: int,
                  physical: dict[str, dict[str, float]], deferred: dict[str, list[ForgetReport]],
