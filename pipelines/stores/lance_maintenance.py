@@ -1,0 +1,182 @@
+"""Index maintenance of :class:`~memstack.pipelines.stores.lance_index.LanceVectorIndex`:
+which indexes the ``memories`` table has, when they are built and refreshed, and the IVF_PQ
+training (see :class:`IndexPolicy` and docs/stores.md).
+
+Fragments stay bounded (:attr:`IndexPolicy.fragment_rows`): the refresh compacts through
+pylance instead of LanceDB's ``optimize``, which makes files of about a million rows, so a
+forget's purge rewrites one fragment, not the table (docs/forget.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lancedb
+from lancedb.index import FTS, Bitmap, BTree, IvfPq
+
+from memstack.pipelines.stores import lance_files
+from memstack.pipelines.stores.base import Maintenance
+from memstack.pipelines.stores.errors import (
+    StoreError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
+    StoreWriteError,
+)
+from memstack.pipelines.stores.lance_policy import IndexPolicy
+
+log = logging.getLogger(__name__)
+
+TABLE = "memories"
+VECTOR_INDEX = "vector_idx"
+TEXT_INDEX = "text_idx"
+
+
+@contextmanager
+def translated(operation: str, where: Path) -> Iterator[None]:
+    """Turn Lance/LanceDB errors (OSError, ValueError, RuntimeError) into store errors."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (OSError, ValueError, RuntimeError) as exc:
+        text = str(exc)
+        if "not found" in text.lower() or "does not exist" in text.lower():
+            raise StoreNotFoundError(f"LanceDB {operation} on {where}: {text}") from exc
+        if operation in ("merge", "delete"):
+            raise StoreWriteError(
+                f"LanceDB {operation} on {where} failed ({text}); nothing was committed, "
+                "retry the batch") from exc
+        raise StoreError(f"LanceDB {operation} on {where} failed: {text}") from exc
+
+
+class IndexMaintenance:
+    """The maintenance half of the index (a mixin: the state is the index's own)."""
+
+    _dir: Path
+    _uri: str
+    _lock: threading.Lock
+    _table: Any
+    _policy: IndexPolicy
+    _trained_at: int
+    _refreshed_at: int
+    _read_only: bool
+    _indexes_checked: float
+
+    def _writable(self, operation: str) -> None:
+        if self._read_only:
+            raise StoreReadOnlyError(
+                f"{operation} on {self._dir}: the vector index is opened read-only")
+
+    def _forget_indexes(self) -> None:
+        self._indexes_checked = -math.inf
+
+    @contextmanager
+    def quiesced(self) -> Iterator[None]:
+        """Hold the writer's lock with this handle on the latest version: no write of this
+        index is in flight meanwhile, and none reads a version older than the latest.
+
+        The purge removes older versions and unreferenced files inside it (a manifest read and
+        a file listing, milliseconds); a commit the writer makes afterwards starts from the
+        latest version."""
+        with self._lock, translated("refresh", self._dir):
+            self._table.checkout_latest()
+            self._forget_indexes()
+            yield
+
+    def maintain(self, *, force: bool = False) -> Maintenance:
+        """Build missing indexes, retrain IVF_PQ on growth, refresh the others when due."""
+        self._writable("maintain")
+        with self._lock, translated("maintain", self._dir):
+            rows = self._table.count_rows()
+            if rows == 0:
+                return Maintenance(0)
+            built = self._build_missing()
+            p = self._policy
+            if rows >= p.vector_min_rows and (
+                force or rows >= self._trained_at * (1 + p.vector_rebuild_growth)
+            ):
+                self._train_vector_index(rows)
+                built.append(VECTOR_INDEX)
+            grown = rows - self._refreshed_at
+            due = grown >= max(p.refresh_min_rows, p.refresh_fraction * self._refreshed_at)
+            if force or due:
+                self._refresh()
+                self._refreshed_at = rows
+            self._forget_indexes()
+        if built or force or due:
+            log.info("lance maintenance at %d rows: built %s, optimized %s", rows, built,
+                     force or due)
+        return Maintenance(rows, force or due, tuple(built))
+
+    def _refresh(self) -> None:
+        """Bounded compaction, new rows into every index, versions past their keep dropped.
+
+        This replaces LanceDB's ``optimize``, which compacts into fragments of up to ~1M rows
+        (a forget purge would then rewrite the whole table); the steps are the same otherwise.
+        """
+        p = self._policy
+        lance_files.compact_small(self._uri, p.fragment_rows)
+        lance_files.index_new_rows(self._uri)
+        self._table.checkout_latest()  # the commits above went through pylance handles
+        lance_files.drop_versions(self._uri, p.keep_versions_for)
+
+    def _build_missing(self) -> list[str]:
+        kinds = {i.name: i.index_type for i in self._table.list_indices()}
+        built: list[str] = []
+        if TEXT_INDEX not in kinds:
+            self._table.create_index("text", config=FTS(), name=TEXT_INDEX)
+            built.append(TEXT_INDEX)
+        wanted: list[tuple[str, BTree | Bitmap, str]] = [
+            (c, BTree(), "BTree") for c in self._policy.scalar_columns]
+        wanted += [(c, Bitmap(), "Bitmap") for c in self._policy.bitmap_columns]
+        for column, config, kind in wanted:
+            name = f"{column}_idx"
+            if kinds.get(name) != kind:  # absent, or built as another kind by an older version
+                self._table.create_index(column, config=config, name=name, replace=True)
+                built.append(name)
+        return built
+
+    def _train_vector_index(self, rows: int, table: Any = None) -> None:
+        partitions = max(1, min(int(math.sqrt(rows)), rows // 1024))
+        config = IvfPq(distance_type="cosine", num_partitions=partitions,
+                       num_sub_vectors=self._policy.num_sub_vectors, max_iterations=20)
+        (table or self._table).create_index("vector", config=config, name=VECTOR_INDEX,
+                                            replace=True)
+        self._trained_at = rows
+
+    def vector_index_trained_version(self) -> int | None:
+        """The table version whose rows trained the IVF_PQ centroids and codebooks (None: no
+        vector index). A purge remaps the index without retraining it, so a row erased at a
+        version at or before this one still shaped the codebooks (never its codes: those are
+        gone) until :meth:`retrain_vector_index` runs."""
+        with translated("index_stats", self._dir), warnings.catch_warnings():
+            # list_indices is deprecated for describe_indices, which has no creation version
+            warnings.simplefilter("ignore", DeprecationWarning)
+            versions = [int(i["version"]) for i in lance_files.latest(self._uri).list_indices()
+                        if i["name"] == VECTOR_INDEX]
+        return min(versions) if versions else None
+
+    def retrain_vector_index(self) -> int:
+        """Train IVF_PQ again on the rows there are now (for a background job: it holds no lock
+        while training, on its own handle, and retries when a concurrent commit conflicts).
+        Returns the version it trained on (:meth:`vector_index_trained_version`)."""
+        self._writable("retrain_vector_index")
+        def attempt() -> None:
+            table = lancedb.connect(self._dir).open_table(TABLE)
+            self._train_vector_index(int(table.count_rows()), table)
+        with translated("retrain_vector_index", self._dir):
+            lance_files.retrying("vector retrain", attempt, attempts=3)
+        with self.quiesced():
+            pass
+        trained = self.vector_index_trained_version()
+        if trained is None:
+            raise StoreError(f"{self._dir}: the vector index is missing right after training it; "
+                             "run retrain_vector_index again")
+        return trained
