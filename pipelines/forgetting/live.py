@@ -1,15 +1,13 @@
 """Forgetting inside the live worker: requests from ``<prefix>.forget`` applied as they arrive.
 
 The worker is the only process that may write the stores, so it applies forget requests itself,
-in two phases: on its store thread between two batches the logical one, and the physical one
-in the worker's :class:`Eraser` thread (or right after, on the store thread, without one). The
-logical phase: the request joins
-the ledger (so no later batch applies an event it covers), the :class:`ForgetProcessor` hides
-it on the open stores (rows deleted, keys destroyed; bounded, no file rewritten, the stores stay
-open) and the projector's fact cache is dropped (its key states could still hold forgotten
-entries). Then the physical phase purges the bytes and audits (an
-:class:`~memstack.pipelines.forgetting.eraser.Eraser` does it in its own thread while ingest
-goes on). When the worker keeps session state, the processor forgets in it too
+in two phases: the logical one on its store thread between two batches, the physical one in the
+worker's :class:`Eraser` thread (or right after, on the store thread, without one). Logical: the
+request joins the ledger (so no later batch applies an event it covers), the
+:class:`ForgetProcessor` hides it on the open stores (rows deleted, keys destroyed; bounded, no
+file rewritten, the stores stay open) and the projector's fact cache is dropped (its key states
+could still hold forgotten entries). Physical: the stores purge the bytes, then the audit. When
+the worker keeps session state, the processor forgets in it too
 (:attr:`LiveForgetting.session_state`): exact removal of the forgotten events' terms, read from
 the stores before they erase them, and whole sessions dropped.
 """
