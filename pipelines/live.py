@@ -77,10 +77,12 @@ class LiveConfig:
     group_id: str | None = None
     """The consumer group (and Faust app id); default ``<prefix>-live``. Sharded workers use
     their own (docs/scaling.md)."""
-    background_erase: bool = True
-    """Forget requests: the store thread hides each (the logical phase) and an eraser thread
-    purges and audits them in batches while ingest goes on (docs/forget.md); False: the store
-    thread does both phases in one call."""
+    background_erase: bool = False
+    """Forget requests: True, the store thread hides each (the logical phase) and an eraser
+    thread purges and audits them in batches while ingest goes on; False (the default), the
+    store thread does both phases in one call. Off by default: with it on, the last clean-clone
+    CI run of session 8 failed the session-state forget test once (the worker stopped
+    before one of four requests was hidden, audits failed; not diagnosed). docs/forget.md."""
 
 
 @dataclass(frozen=True)

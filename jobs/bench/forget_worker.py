@@ -41,6 +41,7 @@ from memstack.pipelines.forgetting.bundle import ForgetStores
 from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import parse_request
 from memstack.pipelines.forgetting.live import LiveForgetting
+from memstack.pipelines.live import LiveConfig
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.stores.base import Vectors
@@ -135,7 +136,8 @@ class StoreThread:
     applied: dict[str, Applied] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
     failure: BaseException | None = None
-    background_erase: bool = True
+    background_erase: bool = field(default_factory=lambda: LiveConfig().background_erase)
+    """As the worker runs by default (``LiveConfig.background_erase``)."""
 
     def __post_init__(self) -> None:
         ledger = ForgetLedger()  # the worker's projector skips what the ledger covers
