@@ -104,8 +104,8 @@ def _walkthrough(agent: httpx.Client, session: str) -> None:
     print(f"   the forgotten observation is {'gone' if gone else 'STILL THERE'}")
     status = _ok(agent.get(f"/forget/{forgot['request_id']}"))
     hidden_s = (status.get("phase_seconds") or {}).get("invisible", 0.0)
-    print(f"   forget status right after: {status['status']} (+{hidden_s:.2f} s); the eraser "
-          "purges the bytes and audits in the background")
+    print(f"   forget status right after: {status['status']} (hidden +{hidden_s:.2f} s after "
+          "it was logged)")
     deadline = time.monotonic() + 120
     while status["status"] != "audited" and time.monotonic() < deadline:
         time.sleep(0.2)
