@@ -1,15 +1,17 @@
-"""The live worker's agent on ``<prefix>.forget``: each request hidden on the store thread,
-between two batches of events, and erased and audited by the worker's
-:class:`~memstack.pipelines.forgetting.eraser.Eraser` thread while ingest goes on
-(``LiveConfig.background_erase``; off, the store thread does both phases in one call). The
-hide and each purge hold the service's read gate (outside it a DuckDB ``CHECKPOINT`` is
-skipped, silently, while a reader holds a transaction; see docs/forget.md).
+"""The live worker's agent on ``<prefix>.forget``: requests are taken in batches (up to
+:data:`FORGET_BATCH_MAX`, waiting :data:`FORGET_WITHIN_S` for more), each hidden on the store
+thread between two batches of events; then, by default, the store thread erases and audits the
+whole batch in one pass of every store (``LiveConfig.background_erase`` hands that to the
+worker's :class:`~memstack.pipelines.forgetting.eraser.Eraser` thread instead, while ingest goes
+on). The hides and each purge hold the service's read gate (outside it a DuckDB ``CHECKPOINT``
+is skipped, silently, while a reader holds a transaction; see docs/forget.md).
 
-A request whose lineage cannot read the log (the broker away) is applied again with back-off;
+A batch whose lineage cannot read the log (the broker away) is applied again with back-off;
 any other failure (a full disk) stops the worker as a failed batch does, and a restart applies
-the request again from the start (every step is idempotent). Its ledger offset counts as
-handled once it was hidden (:meth:`LiveForgetting.apply`), so reads ``after=`` it wait until
-then; it counts as applied in the stores (``forget_applied.json``) once erased and audited.
+the requests again from the start (every step is idempotent). A request's ledger offset counts
+as handled once its batch returned (:meth:`LiveForgetting.apply_all`), so reads ``after=`` it
+wait until then; it counts as applied in the stores (``forget_applied.json``) once erased and
+audited.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ log = logging.getLogger(__name__)
 ERASER_DRAIN_S = 120.0
 """How long a stopping worker lets its eraser finish the requests it hid; what is left is
 erased after the restart (the requests are not marked applied)."""
+FORGET_BATCH_MAX = 100
+"""Forget requests taken together: hidden one by one, then (without an eraser) erased in one
+pass of every store (:meth:`LiveForgetting.apply_all`)."""
+FORGET_WITHIN_S = 0.05
+"""How long a request waits for others to join its batch."""
 FORGET_BROKER_RETRIES = 12
 """Attempts of a forget request whose lineage cannot read the log (the broker away): with
 back-off up to 10 s, about 100 s in all, inside the producers' 120 s delivery timeout; then the
@@ -61,35 +68,38 @@ def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
     ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
 
-    def apply(record: LogRecord) -> Hidden | None:
-        return forgetting.apply(record)  # under forgetting.exclusive(): the gate and its lock
+    def apply(records: list[LogRecord]) -> list[Hidden | None]:
+        return forgetting.apply_all(records)  # each hide under forgetting.exclusive()
 
-    async def applied(record: LogRecord) -> Hidden | None:
-        """Apply a request; retry it while the broker is away (its lineage reads the log)."""
+    async def applied(records: list[LogRecord]) -> list[Hidden | None]:
+        """Apply requests; again while the broker is away (their lineage reads the log)."""
         for attempt in range(1, FORGET_BROKER_RETRIES):
             try:
-                return await live.processor.on_store(apply, record)
+                return await live.processor.on_store(apply, records)
             except KafkaError as exc:
-                log.warning("the forget request at %s could not read the log (%r); applying "
-                            "it again (attempt %d of %d)", record.position, exc, attempt + 1,
-                            FORGET_BROKER_RETRIES)
+                log.warning("the forget requests from %s could not read the log (%r); "
+                            "applying them again (attempt %d of %d)", records[0].position,
+                            exc, attempt + 1, FORGET_BROKER_RETRIES)
                 await asyncio.sleep(min(2.0 ** attempt, 10.0))
-        return await live.processor.on_store(apply, record)  # the last attempt: errors raise
+        return await live.processor.on_store(apply, records)  # the last attempt: errors raise
 
     async def forget(stream: StreamT[bytes]) -> None:
-        async for event in stream.events():
-            record = record_of(event.message)
+        # take_events is faust-streaming's (StreamT's stub lacks it): events keep their message.
+        batches = stream.take_events(FORGET_BATCH_MAX, within=FORGET_WITHIN_S)  # type: ignore[attr-defined]
+        async for events in batches:
+            records = [record_of(event.message) for event in events]
             try:
-                outcome = await applied(record)
+                outcomes = await applied(records)
             except Exception as exc:  # as a failed batch: stop, never go on without it
                 live.failure = exc
-                log.exception("applying the forget request at %s failed; stopping the worker "
-                              "(it is applied again from the start on restart)",
-                              record.position)
+                log.exception("applying the forget requests from %s failed; stopping the "
+                              "worker (they are applied again from the start on restart)",
+                              records[0].position)
                 live.request_stop("a forget request failed", failed=True)
                 raise
-            for hook in live.on_forgot:
-                hook(outcome)
+            for outcome in outcomes:
+                for hook in live.on_forgot:
+                    hook(outcome)
 
     live.app.agent(ledger, name=f"{AGENT_NAME}-forget", concurrency=1)(forget)
 

@@ -7,14 +7,13 @@ LanceDB memory row per event, with canonical UUIDv7 event ids so forget requests
 :class:`StoreThread` runs what the live worker runs (pipelines/live.py,
 pipelines/forget_agent.py): every :data:`INGEST_EVERY` s a batch of :data:`INGEST_ROWS` message
 events is prepared and committed by the real :class:`StoreProjector` (index maintenance when
-due); between two batches the forget records waiting are hidden by the real
-:class:`LiveForgetting` (for up to :data:`HIDE_BUDGET_S` per turn, at least one), and the real
-:class:`Eraser` purges and audits them in its own thread meanwhile, as the worker runs them
-(``LiveConfig.background_erase``; ``background_erase=False`` here measures the worker that
-applies both phases in one call). What it leaves out: Kafka (records are handed
-over in memory), the model (texts map to the corpus's vectors, :class:`CorpusEncoder`), the
-log lineage (event-scope requests resolve from the stores), key destruction (no sealed data)
-and the HTTP readers.
+due); between two batches the forget records waiting (up to the forget agent's batch,
+:data:`FORGET_BATCH_MAX`) are applied together by the real :class:`LiveForgetting`: hidden one
+by one, then erased in one pass and audited, on the store thread (the worker's default), or by
+the real :class:`Eraser` in its own thread (``LiveConfig.background_erase``). What it leaves
+out: Kafka (records are handed over in memory), the model (texts map to the corpus's vectors,
+:class:`CorpusEncoder`), the log lineage (event-scope requests resolve from the stores), key
+destruction (no sealed data) and the HTTP readers.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from memstack.jobs.bench.query import DIM, Corpus
 from memstack.operators.forget import ForgetRequest
 from memstack.operators.log import LogPosition
 from memstack.operators.mutations import MemoryRow, PutRecord, RecordRow
+from memstack.pipelines.forget_agent import FORGET_BATCH_MAX
 from memstack.pipelines.forgetting import ForgetLedger, ForgetOutcome, ForgetProcessor
 from memstack.pipelines.forgetting.bundle import ForgetStores
 from memstack.pipelines.forgetting.eraser import Eraser
@@ -53,9 +53,6 @@ FORGET_TOPIC = "bench.forget"
 INGEST_ROWS = 50
 INGEST_EVERY = 0.2
 """50 events per 0.2 s: about the live worker's pace on this machine (encoder-bound)."""
-HIDE_BUDGET_S = 0.1
-"""Forget records hidden per turn of the store thread: until this much time went to them (at
-least one), as the worker's loop interleaves forget records with batches."""
 ID_MS = 1_767_225_600_000
 """The millisecond part of the generated event ids (UUIDv7, 2026-01-01)."""
 
@@ -165,7 +162,7 @@ class StoreThread:
                 began = time.monotonic()
                 self._ingest()
                 self.commits.append(time.monotonic())
-                self._hide_waiting()
+                self._apply_waiting()
                 self.stop.wait(max(0.0, began + INGEST_EVERY - time.monotonic()))
         except BaseException as exc:
             self.failure = exc
@@ -187,18 +184,21 @@ class StoreThread:
             self.projector.commit(self.projector.prepare(records))
         self.next_row = hi
 
-    def _hide_waiting(self) -> None:
-        """Hide forget records until :data:`HIDE_BUDGET_S` went to them (at least one)."""
-        began = time.monotonic()
-        while time.monotonic() - began < HIDE_BUDGET_S:
+    def _apply_waiting(self) -> None:
+        """The forget records waiting (up to :data:`FORGET_BATCH_MAX`) applied together, as
+        the worker's forget agent takes them (:meth:`LiveForgetting.apply_all`)."""
+        records: list[LogRecord] = []
+        while len(records) < FORGET_BATCH_MAX:
             try:
                 record, logged = self.inbox.get_nowait()
             except Empty:
-                return
+                break
             request = parse_request(record)
             assert request is not None
             self.logged[request.request_id] = logged
-            assert self.forgetting.apply(record) is not None
+            records.append(record)
+        if records:
+            assert None not in self.forgetting.apply_all(records)
 
     def _erased(self, outcome: ForgetOutcome) -> None:
         """The request's phases, made monotonic (called once it was erased and audited)."""

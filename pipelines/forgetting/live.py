@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
@@ -99,47 +99,62 @@ class LiveForgetting:
         return vectors
 
     def apply(self, record: LogRecord) -> Hidden | None:
-        """Apply one ledger record. Its offset counts as handled once the request is hidden
-        (no read returns its content); a request whose logical phase failed (a full disk)
-        leaves the position where it was, so a read ``after=`` it waits instead of answering
-        content the request forgets."""
-        hidden = self._apply(record)
-        pos = record.position
-        self.next_offsets[pos.partition] = max(self.next_offsets.get(pos.partition, 0),
-                                               pos.offset + 1)
-        return hidden
+        """Apply one ledger record (:meth:`apply_all` of one)."""
+        return self.apply_all([record])[0]
 
-    def _apply(self, record: LogRecord) -> Hidden | None:
+    def apply_all(self, records: Sequence[LogRecord]) -> list[Hidden | None]:
+        """Apply ledger records in log order: each request is hidden (under
+        :meth:`exclusive`); then, without an eraser, every request hidden here is erased in
+        **one pass** of every store and audited, so requests arriving together cost about one
+        purge. A record's offset counts as handled once this returns (its request hidden, and
+        erased without an eraser); a request whose logical phase failed (a full disk) raises
+        and leaves the positions where they were, so a read ``after=`` it waits instead of
+        answering content the request forgets. Returns, per record, its hidden request (None:
+        not a request, or applied before)."""
+        if not records:
+            return []
+        stores = ForgetStores(self.directory, events=self._writer_events(),
+                              vectors=self._writer_vectors())
+        processor = self._processor_for(stores)
+        if self.session_state is not None:
+            processor.extra.append(self.session_state(stores, processor.lineage))
+        seen: set[str] = set()
+        out = [self._hide(record, processor, seen) for record in records]
+        hidden = [h for h in out if h is not None]
+        if self.eraser is not None:
+            for h in hidden:
+                self._hidden.add(h.request.request_id)
+                self.eraser.submit(h)
+        elif hidden:
+            for outcome in processor.erase(hidden, self.exclusive):
+                if self.on_erased is not None:
+                    self.on_erased(outcome)
+                log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
+                         outcome.request.request_id, outcome.request.scope.type,
+                         outcome.events, "passed" if outcome.audit.passed else "FAILED",
+                         sum(outcome.seconds.values()))
+        for record in records:
+            pos = record.position
+            self.next_offsets[pos.partition] = max(self.next_offsets.get(pos.partition, 0),
+                                                   pos.offset + 1)
+        return out
+
+    def _hide(self, record: LogRecord, processor: ForgetProcessor,
+              seen: set[str]) -> Hidden | None:
         request = parse_request(record)
         if request is None:
             return None
         self.ledger.add(request)
         if request.request_id in _applied(self.directory):
             return None  # done before a restart: the stores already hold the result
-        if request.request_id in self._hidden:
-            return None  # read again (after a rebalance) while the eraser still has it
-        stores = ForgetStores(self.directory, events=self._writer_events(),
-                              vectors=self._writer_vectors())
-        processor = self._processor_for(stores)
-        if self.session_state is not None:
-            processor.extra.append(self.session_state(stores, processor.lineage))
+        if request.request_id in self._hidden or request.request_id in seen:
+            return None  # read again (a rebalance) while the eraser or this batch has it
+        seen.add(request.request_id)
         with self.exclusive():
             try:
-                hidden = processor.hide(request)
+                return processor.hide(request)
             finally:
                 self.projector.reopen(self.projector.stores)  # drops the fact cache
-        if self.eraser is not None:
-            self._hidden.add(request.request_id)
-            self.eraser.submit(hidden)
-        else:
-            outcome = processor.erase([hidden], self.exclusive)[0]
-            if self.on_erased is not None:
-                self.on_erased(outcome)
-            log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
-                     request.request_id, request.scope.type, outcome.events,
-                     "passed" if outcome.audit.passed else "FAILED",
-                     sum(outcome.seconds.values()))
-        return hidden
 
 
 def _applied(directory: Path) -> set[str]:

@@ -283,15 +283,20 @@ class DuckDBEventIndex:
                         table.column("next_offset").to_pylist(), strict=True))
 
     def record(self, event_id: str) -> RecordRow | None:
-        rows = arrow.to_records(self.query("SELECT * FROM records WHERE event_id = ?",
-                                            [event_id]))
+        rows = arrow.to_records(self.query("SELECT * FROM records WHERE event_id = ?", [event_id]))
         return rows[0] if rows else None
 
-    def records(
+    def records(self, tenant: str, *, session: str | None = None, since: datetime | None = None,
+                until: datetime | None = None, limit: int | None = None) -> list[RecordRow]:
+        return arrow.to_records(self.records_table(tenant, session=session, since=since,
+                                                   until=until, limit=limit))
+
+    def records_table(
         self, tenant: str, *, session: str | None = None, since: datetime | None = None,
-        until: datetime | None = None, limit: int | None = None,
-    ) -> list[RecordRow]:
-        sql = ["SELECT * FROM records WHERE tenant = ?"]
+        until: datetime | None = None, limit: int | None = None, columns: str = "*",
+    ) -> pa.Table:
+        """:meth:`records` as a table (``columns``: a select list), without row objects."""
+        sql = [f"SELECT {columns} FROM records WHERE tenant = ?"]
         params: list[Any] = [tenant]
         for clause, value in (("session = ?", session), ("tt >= ?", since), ("tt < ?", until)):
             if value is not None:
@@ -300,7 +305,7 @@ class DuckDBEventIndex:
         sql.append('ORDER BY tt, "partition", "offset"')
         if limit is not None:
             sql.append(f"LIMIT {int(limit)}")
-        return arrow.to_records(self.query(" ".join(sql), params))
+        return self.query(" ".join(sql), params)
 
     def fact_entries(self, keys: Iterable[FactKey]) -> dict[FactKey, list[FactEntry]]:
         wanted = sorted(set(keys))
@@ -318,10 +323,17 @@ class DuckDBEventIndex:
             out[FactKey.of(entry)].append(entry)
         return out
 
-    def facts_as_of(
+    def facts_as_of(self, tenant: str, *, subject: str | None = None,
+                    relation: str | None = None, valid: datetime | None = None,
+                    known: datetime | LogPosition | None = None) -> list[FactVersion]:
+        return arrow.to_versions(self.facts_as_of_table(
+            tenant, subject=subject, relation=relation, valid=valid, known=known))
+
+    def facts_as_of_table(
         self, tenant: str, *, subject: str | None = None, relation: str | None = None,
         valid: datetime | None = None, known: datetime | LogPosition | None = None,
-    ) -> list[FactVersion]:
+    ) -> pa.Table:
+        """:meth:`facts_as_of` as a table, without version objects."""
         now = datetime.now(UTC)
         valid = valid or now
         head, params = _source(subject)
@@ -340,7 +352,7 @@ class DuckDBEventIndex:
             sql.append("AND relation = ?")
             params.append(relation)
         sql.append("ORDER BY subject, relation, vt_from, object")
-        return arrow.to_versions(self.query(" ".join(sql), params))
+        return self.query(" ".join(sql), params)
 
     def facts_as_of_subjects(
         self, tenant: str, subjects: Sequence[str], *, valid: datetime | None = None,

@@ -42,7 +42,7 @@ def record(value: bytes, offset: int, topic: str = TOPIC) -> LogRecord:
 class Worker:
     """The live worker's forget path over real stores (what pipelines/forget_agent.py runs)."""
 
-    def __init__(self, directory: Path, minilm: MiniLMEncoder) -> None:
+    def __init__(self, directory: Path, minilm: MiniLMEncoder, *, eraser: bool = True) -> None:
         self.directory = directory
         self.outcomes = directory.parent / "forget"
         ledger = ForgetLedger()
@@ -50,7 +50,7 @@ class Worker:
         self.forgetting = LiveForgetting(directory, self.projector, ledger, self._processor)
         self.eraser = Eraser(self.forgetting.erasing_processor,
                              exclusive=self.forgetting.exclusive)
-        self.forgetting.eraser = self.eraser
+        self.forgetting.eraser = self.eraser if eraser else None
         self.minilm = minilm
         self.offset = 0
 
@@ -158,3 +158,31 @@ def test_a_restart_erases_what_was_hidden_but_not_erased(tmp_path: Path,
         assert again.visible(KEPT) and not again.visible(SECRETS[1])
     finally:
         again.close()
+
+
+def test_without_an_eraser_requests_taken_together_are_erased_in_one_pass(
+        tmp_path: Path, minilm: MiniLMEncoder) -> None:
+    """The worker's default: the forget agent hands a batch of requests to the store thread,
+    which hides each and then erases and audits them all in one pass of every store."""
+    worker = Worker(tmp_path / "stores", minilm, eraser=False)
+    outcomes = []
+    worker.forgetting.on_erased = outcomes.append
+    try:
+        ids = worker.write([KEPT, *SECRETS])
+        records = [worker.forget_record(event_id, i) for i, event_id in enumerate(ids[1:])]
+        taken = [r for r, _ in records] + [records[0][0]]  # one read twice (a rebalance)
+        hidden = worker.forgetting.apply_all(taken)
+        assert [h is not None for h in hidden] == [True, True, True, False]
+        assert worker.forgetting.next_offsets == {0: 3}
+        assert sorted(o.request.request_id for o in outcomes) == sorted(i for _, i in records)
+        for outcome in outcomes:
+            assert outcome.audit.passed
+            physical = {r.store: r.physical for r in outcome.reports}
+            assert physical["duckdb"]["batch"] == physical["lancedb"]["batch"] == 3.0
+        assert {i for _, i in records} <= worker.applied()
+        assert not worker.files_with(SECRETS) and worker.visible(KEPT)
+        for _, request_id in records:
+            status = read_status(worker.outcomes, request_id)
+            assert status is not None and status["status"] == "audited"
+    finally:
+        worker.close()
