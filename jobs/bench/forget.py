@@ -52,6 +52,7 @@ from memstack.jobs.bench.query import Corpus
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.embedding import record_encoder
 from memstack.pipelines.stores.bundle import Stores
+from memstack.pipelines.stores.lance_policy import IndexPolicy
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ BATCH = 100
 BATCH_BUDGET_S, QUICK_BATCH_BUDGET_S = 600.0, 150.0
 EXTRA_ROWS = 200_000
 """Rows held back for the live ingest during the run (at 250 rows/s: 13 minutes)."""
-WRITE_CHUNK = 50_000
+WRITE_CHUNK = IndexPolicy().fragment_rows // 2
+"""Rows per bulk write, one Lance fragment each: the size the worker's maintenance compacts
+its small fragments into (``IndexPolicy.fragment_rows`` // 2)."""
 
 
 @dataclass(frozen=True)
