@@ -25,6 +25,7 @@ from faust.types import StreamT
 from kafka.errors import KafkaError
 
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
+from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ERASER_DRAIN_S = 120.0
-"""How long a stopping worker lets its eraser finish the requests it hid; what is left is
-erased after the restart (the requests are not marked applied)."""
+"""How long a stopping worker lets its eraser (or auditor) finish the requests it has; what is
+left is erased and audited after the restart (the requests are not marked applied)."""
 FORGET_BATCH_MAX = 100
 """Forget requests taken together: hidden one by one, then (without an eraser) erased in one
 pass of every store (:meth:`LiveForgetting.apply_all`)."""
@@ -65,6 +66,9 @@ def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
     if forgetting.eraser is None and live.config.background_erase:
         forgetting.eraser = Eraser(forgetting.erasing_processor, on_erased=erased,
                                    exclusive=forgetting.exclusive).start()
+    elif forgetting.eraser is None and forgetting.auditor is None:
+        forgetting.auditor = Auditor(on_audited=forgetting.audited,
+                                     exclusive=forgetting.serial)
     ledger = live.app.topic(live.settings.forget_topic, key_type=bytes, value_type=bytes,
                             key_serializer="raw", value_serializer="raw")
 
@@ -105,6 +109,7 @@ def declare_forget_agent(live: LiveApp, forgetting: LiveForgetting) -> None:
 
 
 def stop_eraser(live: LiveApp, drain_s: float = ERASER_DRAIN_S) -> None:
-    """Stop the worker's eraser after it erased what is waiting (up to ``drain_s``)."""
-    if live.forgetting is not None and live.forgetting.eraser is not None:
-        live.forgetting.eraser.close(drain_s)
+    """Stop the worker's eraser or auditor after it finished what is waiting (up to
+    ``drain_s``)."""
+    if live.forgetting is not None:
+        live.forgetting.close(drain_s)

@@ -37,6 +37,7 @@ from memstack.operators.log import LogPosition
 from memstack.operators.mutations import MemoryRow, PutRecord, RecordRow
 from memstack.pipelines.forget_agent import FORGET_BATCH_MAX
 from memstack.pipelines.forgetting import ForgetLedger, ForgetOutcome, ForgetProcessor
+from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.bundle import ForgetStores
 from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import parse_request
@@ -147,6 +148,9 @@ class StoreThread:
             self.forgetting.eraser = Eraser(self.forgetting.erasing_processor,
                                             on_erased=self._erased,
                                             exclusive=self.forgetting.exclusive)
+        else:  # as the worker's forget agent sets it up
+            self.forgetting.auditor = Auditor(on_audited=self.forgetting.audited,
+                                              exclusive=self.forgetting.serial)
         self.builder = EventBuilder(Defaults(tenant="t0", agent="bench"))
         self.logged: dict[str, float] = {}
 
@@ -167,8 +171,7 @@ class StoreThread:
         except BaseException as exc:
             self.failure = exc
         finally:
-            if self.forgetting.eraser is not None:
-                self.forgetting.eraser.close(drain_s=0.0)
+            self.forgetting.close(drain_s=0.0)
             self.projector.stores.close()
 
     def _ingest(self) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
 from memstack.pipelines.forgetting.contract import Forgettable
 from memstack.pipelines.forgetting.eraser import Eraser
@@ -50,15 +51,20 @@ class LiveForgetting:
         self.eraser = eraser
         """Erases in the background what :meth:`apply` hid; None: :meth:`apply` erases too."""
         self.on_erased: Callable[[ForgetOutcome], None] | None = None
-        """Called after :meth:`apply` erased and audited a request itself (no eraser)."""
+        """Called once a request was erased and audited without an eraser (by the store
+        thread, or by :attr:`auditor`)."""
+        self.auditor: Auditor | None = None
+        """Without an eraser: audits in the background what the store thread hid and purged
+        (None: the store thread audits too)."""
         self.gate: Callable[[], AbstractContextManager[None]] | None = None
         """The service's read gate (readers wait while a forget changes the stores)."""
         self._lock = threading.Lock()
         self.next_offsets: dict[int, int] = {}
         """Per partition of the ledger, the offset after the last record handled."""
         self._hidden: set[str] = set()
-        """Requests this process handed to the eraser (a re-read record is not hidden again;
-        after a restart the set is empty, and unapplied requests are hidden again)."""
+        """Requests this process handed to the eraser or the auditor (a record read again is
+        not hidden again; after a restart the set is empty, and unapplied requests are hidden
+        again)."""
         self.session_state: StateStoreFor | None = None
         """Builds the session state's forgettable store over the stores being forgotten in and
         the processor's lineage (set by the Faust app when the worker keeps session state);
@@ -70,6 +76,13 @@ class LiveForgetting:
         each purge on the eraser's. One at a time (a purge's cleanup removes versions a hide
         may be reading), and readers wait at the service's gate meanwhile."""
         with self._lock, (self.gate() if self.gate is not None else nullcontext()):
+            yield
+
+    @contextmanager
+    def serial(self) -> Iterator[None]:
+        """One at a time with the hides and purges, without holding readers: an audit (it
+        only reads, but a purge's DuckDB ``CHECKPOINT`` is skipped while it reads)."""
+        with self._lock:
             yield
 
     def move_to(self, directory: Path) -> None:
@@ -126,18 +139,34 @@ class LiveForgetting:
                 self._hidden.add(h.request.request_id)
                 self.eraser.submit(h)
         elif hidden:
-            for outcome in processor.erase(hidden, self.exclusive):
-                if self.on_erased is not None:
-                    self.on_erased(outcome)
-                log.info("forget request %s (%s) applied: %d events erased, audit %s in %.2f s",
-                         outcome.request.request_id, outcome.request.scope.type,
-                         outcome.events, "passed" if outcome.audit.passed else "FAILED",
-                         sum(outcome.seconds.values()))
+            purged = processor.purge(hidden, self.exclusive)
+            if self.auditor is not None:
+                self._hidden |= {h.request.request_id for h in hidden}
+                self.auditor.submit(processor, purged)
+            else:
+                for outcome in processor.audit_purged(purged):
+                    self.audited(outcome)
         for record in records:
             pos = record.position
             self.next_offsets[pos.partition] = max(self.next_offsets.get(pos.partition, 0),
                                                    pos.offset + 1)
         return out
+
+    def audited(self, outcome: ForgetOutcome) -> None:
+        """A request erased and audited without an eraser: logged, then :attr:`on_erased`."""
+        log.info("forget request %s (%s) applied: %d events erased, audit %s, %.2f s after it "
+                 "was logged", outcome.request.request_id, outcome.request.scope.type,
+                 outcome.events, "passed" if outcome.audit.passed else "FAILED",
+                 outcome.phases.seconds_since_logged().get("audited", 0.0))
+        if self.on_erased is not None:
+            self.on_erased(outcome)
+
+    def close(self, drain_s: float) -> None:
+        """Stop the eraser or the auditor after they finished what waits (up to ``drain_s``)."""
+        if self.eraser is not None:
+            self.eraser.close(drain_s)
+        if self.auditor is not None:
+            self.auditor.close(drain_s)
 
     def _hide(self, record: LogRecord, processor: ForgetProcessor,
               seen: set[str]) -> Hidden | None:
@@ -145,12 +174,12 @@ class LiveForgetting:
         if request is None:
             return None
         self.ledger.add(request)
-        if request.request_id in _applied(self.directory):
-            return None  # done before a restart: the stores already hold the result
         if request.request_id in self._hidden or request.request_id in seen:
-            return None  # read again (a rebalance) while the eraser or this batch has it
+            return None  # read again (a rebalance, the seek at start) while in hand here
         seen.add(request.request_id)
-        with self.exclusive():
+        with self.exclusive():  # checked inside: the auditor marks applied under this lock
+            if request.request_id in _applied(self.directory):
+                return None  # done before (a restart, or a copy read twice)
             try:
                 return processor.hide(request)
             finally:

@@ -80,6 +80,20 @@ class Hidden:
 
 
 @dataclass(frozen=True)
+class Purged:
+    """A batch after the physical phase, before its audits (:meth:`ForgetProcessor.purge`)."""
+
+    batch: tuple[Hidden, ...]
+    probes: tuple[AuditProbe, ...]
+    physical: dict[str, dict[str, float]]
+    """Per two-phase store, what its purge did (once for the whole batch)."""
+    deferred: dict[str, list[ForgetReport]]
+    """Per one-phase store, its forget of each request."""
+    erased_at: datetime
+    spent: dict[str, float]
+
+
+@dataclass(frozen=True)
 class ForgetOutcome:
     request: ForgetRequest
     events: int
@@ -153,19 +167,23 @@ class ForgetProcessor:
     def erase(self, batch: Sequence[Hidden],
               exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
               stop: Callable[[], bool] = lambda: False) -> list[ForgetOutcome]:
-        """The physical phase for ``batch`` in one pass per store, then each request's audit;
-        a request counts as applied once audited (``forget_applied.json``). Each purge runs
-        its steps that must not overlap a read or a hide inside ``exclusive()``; once
-        ``stop()`` is true no further request is audited (nor marked applied)."""
-        if not batch:
-            return []
+        """The physical phase for ``batch`` in one pass per store (:meth:`purge`), then each
+        request's audit (:meth:`audit_purged`); once ``stop()`` is true no further request is
+        audited (nor marked applied)."""
+        return self.audit_purged(self.purge(batch, exclusive), stop)
+
+    def purge(self, batch: Sequence[Hidden],
+              exclusive: Callable[[], AbstractContextManager[None]] = nullcontext) -> Purged:
+        """Every two-phase store purges the bytes of ``batch`` in one pass (each purge runs
+        its steps that must not overlap a read or a hide inside ``exclusive()``), the
+        one-phase stores forget each request. Nothing is marked applied before its audit."""
         t0 = time.monotonic()
         found = [self.probe(h.resolved) for h in batch]
         probes = sorted({p for probe in found for p in probe.byte_probes})
         probe_s = time.monotonic() - t0
         physical: dict[str, dict[str, float]] = {}
         deferred: dict[str, list[ForgetReport]] = {}
-        for store in self.forgettables():
+        for store in self.forgettables() if batch else ():
             if _forgets_first(store):
                 continue
             if isinstance(store, TwoPhase):
@@ -173,16 +191,28 @@ class ForgetProcessor:
                                         "batch": float(len(batch))}
             else:  # a one-phase store (the consolidated weights): forgets here, per request
                 deferred[store.name] = [store.forget(h.resolved.targets) for h in batch]
-        erased_at = datetime.now(UTC)
-        erase_s = time.monotonic() - t0 - probe_s
+        return Purged(tuple(batch), tuple(found), physical, deferred, datetime.now(UTC),
+                      {"probe": probe_s, "erase": time.monotonic() - t0 - probe_s})
+
+    def audit_purged(self, purged: Purged,
+                     stop: Callable[[], bool] = lambda: False) -> list[ForgetOutcome]:
+        """Audit every request of ``purged`` and mark it applied, until ``stop()``."""
         outcomes = []
-        for i, (hidden, probe) in enumerate(zip(batch, found, strict=True)):
+        for i in range(len(purged.batch)):
             if stop():  # the rest stays unapplied: hidden and erased again after a restart
-                log.info("stopping: %d erased request(s) left unaudited", len(batch) - i)
+                log.info("stopping: %d erased request(s) left unaudited", len(purged.batch) - i)
                 break
-            outcomes.append(self._audited(hidden, probe, i, physical, deferred, erased_at,
-                                          {"probe": probe_s, "erase": erase_s}))
+            outcomes.append(self.audit_one(purged, i))
         return outcomes
+
+    def audit_one(self, purged: Purged, i: int,
+                  exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+                  ) -> ForgetOutcome:
+        """Audit request ``i`` of ``purged`` inside ``exclusive()`` (an auditor in another
+        thread: no purge may run while it reads) and mark it applied."""
+        with exclusive():
+            return self._audited(purged.batch[i], purged.probes[i], i, purged.physical,
+                                 purged.deferred, purged.erased_at, purged.spent)
 
     def _audited(self, hidden: Hidden, probe: AuditProbe, i: int,
                  physical: dict[str, dict[str, float]], deferred: dict[str, list[ForgetReport]],

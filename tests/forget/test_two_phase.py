@@ -16,13 +16,14 @@ import pytest
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.log import LogPosition
 from memstack.pipelines.embedding import MiniLMEncoder
+from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
 from memstack.pipelines.forgetting.contract import files_containing
 from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.phases import read_status
-from memstack.pipelines.forgetting.processor import ForgetProcessor
+from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.stores.bundle import Stores
@@ -185,4 +186,31 @@ def test_without_an_eraser_requests_taken_together_are_erased_in_one_pass(
             status = read_status(worker.outcomes, request_id)
             assert status is not None and status["status"] == "audited"
     finally:
+        worker.close()
+
+
+def test_without_an_eraser_the_audits_run_in_the_background(tmp_path: Path,
+                                                            minilm: MiniLMEncoder) -> None:
+    """The worker's default set-up: the store thread hides and purges the batch (no byte left
+    when ``apply_all`` returns) and an :class:`Auditor` thread audits and marks it applied."""
+    worker = Worker(tmp_path / "stores", minilm, eraser=False)
+    outcomes: list[ForgetOutcome] = []
+    worker.forgetting.on_erased = outcomes.append
+    worker.forgetting.auditor = Auditor(on_audited=worker.forgetting.audited,
+                                        exclusive=worker.forgetting.serial)
+    try:
+        ids = worker.write([KEPT, *SECRETS])
+        records = [worker.forget_record(event_id, i) for i, event_id in enumerate(ids[1:3])]
+        worker.forgetting.apply_all([r for r, _ in records])
+        assert not worker.files_with(SECRETS[:2]) and worker.visible(KEPT)  # purged already
+        assert worker.forgetting.auditor.wait_idle(180)
+        assert sorted(o.request.request_id for o in outcomes) == sorted(i for _, i in records)
+        assert all(o.audit.passed for o in outcomes)
+        assert {i for _, i in records} <= worker.applied()
+        for _, request_id in records:
+            status = read_status(worker.outcomes, request_id)
+            assert status is not None and status["status"] == "audited"
+            assert list(status["phases"]) == ["logged", "invisible", "erased", "audited"]
+    finally:
+        worker.forgetting.close(drain_s=0.0)
         worker.close()
