@@ -9,9 +9,10 @@ scope predicate or its forget path.
   projects the rest into fresh stores (the evaluation's own plaintext, no ledger, no keys, no
   forget processor: a system that destroys keys or rewrites files cannot change the
   reference), with the live stores' own embeddings, then compares every table's content
-  (records, fact entries, fact versions, memory rows with their vectors), the full-text hits of
-  every forgotten text, and the live LanceDB history (no tag, and no older version that
-  still holds a forgotten row).
+  (records, fact entries, fact versions, memory rows with their vectors), the rows the
+  full-text search of every forgotten text finds (and the live text index's document count),
+  and the live LanceDB history (no tag, and no older version that still holds a forgotten
+  row).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from memstack.operators.relations import RelationRegistry
 from memstack.pipelines.embedding import CachingEncoder, Encoder
 from memstack.pipelines.log_reader import LogRecord, read_bounded
 from memstack.pipelines.projector import StoreProjector
+from memstack.pipelines.stores import lance_files
 from memstack.pipelines.stores.bundle import Stores
-from memstack.pipelines.stores.lance_index import LanceVectorIndex
+from memstack.pipelines.stores.lance_index import TEXT_INDEX, LanceVectorIndex
 from memstack.schemas.events import Event, ForgetScope
 from memstack.schemas.sealed import parse_record
 
@@ -162,24 +164,31 @@ def event_id_of(record: LogRecord) -> str | None:
 
 
 def same_hits(live: Stores, clean: Stores, texts: Sequence[str], gone: set[str]) -> bool:
-    """The full-text hits of every forgotten text are the clean build's, in every tenant: no
-    forgotten row among them, the same number of hits and lowest score, the same rows ranked
-    above that score (rows tied at the cut-off may come in either order)."""
+    """The full-text search of every forgotten text finds exactly the rows it finds in the clean
+    build, in every tenant, none of them forgotten; and the live full-text index holds no row
+    that is gone (its document count is the live rows').
+
+    Rows, not scores: BM25 is scored per index segment, and the live index (grown by
+    maintenance, one segment per refresh, and remapped by each purge) is laid out in other
+    segments than the reference, built at once, so its scores differ by about 0.5% whatever
+    was forgotten (measured, docs/forget.md). A forgotten document still in the index would
+    be counted (:func:`lance_files.index_overcount`, Lance's own statistics); that the remap
+    also leaves the dictionary and the BM25 statistics as a clean build's is checked on a
+    clean build written in the same segments (tests/forget/test_lance_purge.py)."""
     tenants = sorted(set(clean.vectors.table().select(["tenant"]).column(0).to_pylist()))
     for text in texts[:16]:
         words = " ".join("".join(c if c.isalnum() else " " for c in text).split()[:32]) or "_"
         for tenant in tenants:
             got = hits_of(live, words, tenant)
-            if got[1] != hits_of(clean, words, tenant)[1] or got[0] & gone:
+            if got != hits_of(clean, words, tenant) or got & gone:
                 return False
-    return True
+    vectors = live.vectors
+    assert isinstance(vectors, LanceVectorIndex)
+    return lance_files.index_overcount(vectors.lance_table.to_lance(), TEXT_INDEX) == 0
 
 
-def hits_of(stores: Stores, words: str, tenant: str) -> tuple[frozenset[str], tuple[object, ...]]:
-    """(every hit's id, (ids and scores above the lowest score, hit count, lowest score))."""
-    hits = stores.vectors.search_text(words, tenant=tenant, k=6)
-    if not hits:
-        return frozenset(), ()
-    cut = min(h.score for h in hits)
-    above = frozenset((h.row.memory_id, round(h.score, 4)) for h in hits if h.score > cut + 1e-6)
-    return frozenset(h.row.event_id for h in hits), (above, len(hits), round(cut, 4))
+def hits_of(stores: Stores, words: str, tenant: str) -> frozenset[str]:
+    """The event ids of every row the full-text search of ``words`` finds in ``tenant``."""
+    limit = max(1, stores.vectors.count())
+    return frozenset(h.row.event_id for h in stores.vectors.search_text(words, tenant=tenant,
+                                                                        k=limit))

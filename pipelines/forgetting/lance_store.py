@@ -10,10 +10,12 @@ version with the files only they reference.
 
 What the remap keeps (measured with pylance 14.0.2, see docs/forget.md): the full-text index is
 rewritten without the deleted documents (document count, token dictionary and BM25 scores equal
-a clean build's written the same way), yet it is rebuilt by default (``rebuild_text``: see the
-constructor); IVF_PQ keeps the centroids and codebooks it was trained
-with (a forgotten vector's share of the training, not its code) until
-:meth:`~memstack.pipelines.stores.lance_index.LanceVectorIndex.retrain_vector_index` runs.
+a clean build's written the same way), so it is rebuilt only when it still holds rows that are
+gone (a delete that dropped a whole fragment: no compaction remaps that); IVF_PQ keeps the
+centroids and codebooks it was trained with (a forgotten vector's share of the training, not
+its code) until
+:meth:`~memstack.pipelines.stores.lance_index.LanceVectorIndex.retrain_vector_index` runs, which
+a purge does when the index holds rows that are gone.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from memstack.pipelines.stores import lance_files
 from memstack.pipelines.stores.lance_index import (
     TABLE,
     TEXT_INDEX,
+    VECTOR_INDEX,
     IndexPolicy,
     LanceVectorIndex,
     quote,
@@ -64,20 +67,21 @@ class LanceForgetStore:
     """:class:`~memstack.pipelines.forgetting.contract.Forgettable` over one LanceDB dir."""
 
     def __init__(self, directory: Path, *, dim: int = EMBEDDING_DIM,
-                 policy: IndexPolicy | None = None, rebuild_text: bool = True) -> None:
-        """``rebuild_text``: rebuild the full-text index in every purge that rewrote a fragment
-        (linear in the table, ~0.9 s at 200k rows) instead of trusting its remap. The remap
-        drops the deleted documents (tests/forget/test_lance_purge.py), but an index grown by
-        maintenance scores BM25 per segment, and the evaluation's clean-build oracle cannot
-        tell those score differences from a residue of the forgotten rows: rebuilt, the index
-        is exactly the clean build's."""
+                 policy: IndexPolicy | None = None, rebuild_text: bool = False) -> None:
+        """``rebuild_text``: rebuild the full-text index in every purge (linear in the table,
+        ~0.9 s at 200k rows) instead of trusting its remap. Off by default: the remap drops
+        the deleted documents (document count, dictionary and BM25 scores equal a clean build
+        written in the same segments: tests/forget/test_lance_purge.py), and a purge rebuilds
+        anyway when an index still holds more rows than the live ones
+        (:func:`~memstack.pipelines.stores.lance_files.index_overcount`: a delete that dropped
+        a whole fragment, which no compaction remaps)."""
         self.directory = Path(directory)
         self.index = LanceVectorIndex(self.directory, dim=dim, policy=policy)
         self.rebuild_text = rebuild_text
         self._purging = threading.Lock()
 
     @classmethod
-    def over(cls, index: LanceVectorIndex, *, rebuild_text: bool = True) -> LanceForgetStore:
+    def over(cls, index: LanceVectorIndex, *, rebuild_text: bool = False) -> LanceForgetStore:
         """A forget store over an index that is already open (the live writer's; erase then
         runs on the writer's handle, so the writer's reads see the deletion at once)."""
         store = cls.__new__(cls)
@@ -146,17 +150,33 @@ class LanceForgetStore:
         with exclusive():  # a hide's delete in the same fragment would preempt it, again and again
             rewrite = lance_files.rewrite_deleted(uri, self.index.policy.fragment_rows)
         compact_s, t = time.monotonic() - t, time.monotonic()
-        if self.rebuild_text:  # also when whole fragments went (a delete drops those at once)
+        text_over, vector_over = self._overcounts()
+        if self.rebuild_text or text_over:
             self._rebuild_text()
+        if vector_over:  # linear (tens of seconds at 200k rows), and rare
+            log.warning("the vector index of %s holds %d rows that are gone (a whole fragment "
+                        "was deleted); training it again", self.directory, vector_over)
+            self.index.retrain_vector_index()
         fts_s, t = time.monotonic() - t, time.monotonic()
         with exclusive():
             tags = self._drop_versions()
         cleanup_s = time.monotonic() - t
         return {"compact_s": compact_s, "fts_s": fts_s, "cleanup_s": cleanup_s,
+                "text_rebuilt": float(bool(self.rebuild_text or text_over)),
+                "vector_retrained": float(vector_over > 0),
                 "fragments_rewritten": float(rewrite.fragments),
                 "rows_rewritten": float(rewrite.rows), "tags_deleted": float(tags),
                 "versions_left": float(len(lance_files.latest(uri).versions())),
                 "unreferenced_probe_files": float(len(self._unreferenced_hits(probes)))}
+
+    def _overcounts(self) -> tuple[int, int]:
+        """Rows the full-text and the vector index hold beyond the live ones, after the rewrite
+        (0, 0 while a fragment has a deletion file: a hide since, which the next purge takes)."""
+        dataset = lance_files.latest(self.index.uri)
+        if lance_files.deleted_fragments(dataset):
+            return 0, 0
+        return (lance_files.index_overcount(dataset, TEXT_INDEX),
+                lance_files.index_overcount(dataset, VECTOR_INDEX))
 
     def _rebuild_text(self) -> None:
         """The full-text index built again from the rows there are now (own handle)."""

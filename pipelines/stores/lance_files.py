@@ -127,6 +127,28 @@ def rewrite_deleted(uri: str, fragment_rows: int) -> Rewrite:
     return retrying("purge compaction", attempt)
 
 
+def index_overcount(dataset: Any, name: str) -> int:
+    """How many more rows index ``name`` holds than the live rows of the fragments it covers:
+    0 once every deleted row left it (a compaction remaps it without them), more while a
+    deletion file hides rows it still holds, or when a delete dropped a whole fragment (Lance
+    drops such a fragment at once, and no compaction remaps the index then). Full-text
+    indexes count documents, vector indexes the rows of their partitions."""
+    import os
+
+    os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")  # stats without them
+    try:
+        stats = dataset.stats.index_stats(name)
+    except (OSError, ValueError, RuntimeError, KeyError):
+        return 0  # no such index (not built yet)
+    held = 0
+    for segment in stats.get("segments") or stats.get("indices") or []:
+        if "num_docs" in segment:
+            held += int(segment["num_docs"])
+        else:
+            held += sum(int(p.get("size", 0)) for p in segment.get("partitions", []))
+    return max(0, held - int(stats.get("num_indexed_rows", 0)))
+
+
 def data_files_holding(directory: str, column: str, needles: list[str]) -> dict[str, int]:
     """For each Lance data file under ``directory`` (any version's, referenced or not), how many
     of ``needles`` its decoded ``column`` contains (files with none left out).

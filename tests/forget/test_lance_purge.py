@@ -17,7 +17,7 @@ from memstack.operators.forget import Tombstones
 from memstack.operators.mutations import MemoryRow
 from memstack.pipelines.forgetting.contract import files_containing
 from memstack.pipelines.forgetting.lance_store import LanceForgetStore
-from memstack.pipelines.stores.lance_files import data_files_holding
+from memstack.pipelines.stores.lance_files import data_files_holding, index_overcount
 from memstack.pipelines.stores.lance_index import TEXT_INDEX, VECTOR_INDEX, IndexPolicy
 from tests.forget.givens import request
 
@@ -136,7 +136,7 @@ def test_remapped_text_index_equals_a_clean_build(tmp_path: Path, corpus: Corpus
         return store
 
     store = build("lance", erased, frozenset())
-    store.rebuild_text = False  # the remap alone (the purge rebuilds by default)
+    assert store.rebuild_text is False  # the remap alone, the default
     store.erase(targets(*erased))
     store.purge()
     clean = build("clean", frozenset(), erased)
@@ -211,3 +211,29 @@ def test_vector_index_is_remapped_not_retrained_until_asked(tmp_path: Path,
     assert hits and all(h.row.memory_id != "m5" for h in hits)
     retrained = store.index.retrain_vector_index()
     assert retrained > trained and store.index.vector_index_trained_version() == retrained
+
+
+def test_a_whole_fragment_deleted_rebuilds_the_text_index(tmp_path: Path,
+                                                          corpus: Corpus) -> None:
+    """A delete that takes every row of a fragment drops the fragment at once: no deletion
+    file, nothing for a compaction to rewrite or remap. The text index still holds those
+    documents; the purge sees it (more documents than live rows) and rebuilds it."""
+    directory = tmp_path / "lance"
+    store = load(directory, corpus, 3_000, secrets={1_500})
+    store.erase(targets(*range(1_000, 2_000)))
+    assert index_overcount(lance.dataset(store.index.uri), TEXT_INDEX) == 1_000  # the control
+    figures = store.purge([secret(1_500).encode()])
+    assert figures["text_rebuilt"] == 1.0 and figures["vector_retrained"] == 0.0
+    assert index_overcount(lance.dataset(store.index.uri), TEXT_INDEX) == 0
+    assert not secret_files(directory, 1_500)
+    for tenant in ("t0", "t1"):
+        assert store.index.search_text(secret(1_500), tenant=tenant, k=5) == []
+
+
+def test_a_purge_that_remaps_does_not_rebuild(tmp_path: Path, corpus: Corpus) -> None:
+    store = load(tmp_path / "lance", corpus, 3_000, secrets={10})
+    store.erase(targets(10))
+    figures = store.purge()
+    assert figures["fragments_rewritten"] == 1 and figures["text_rebuilt"] == 0.0
+    assert index_overcount(lance.dataset(store.index.uri), TEXT_INDEX) == 0
+    assert not secret_files(tmp_path / "lance", 10)
