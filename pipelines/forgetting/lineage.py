@@ -15,7 +15,7 @@ from typing import Protocol
 
 from memstack.foundation.keystore import KeyStore
 from memstack.foundation.sealing import Shredded, open_sealed
-from memstack.operators.forget import Subject
+from memstack.operators.forget import ForgetRequest, Subject
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.pipelines.log_reader import LogRecord, end_offsets, read_bounded
 from memstack.schemas.errors import InvalidEventError
@@ -78,13 +78,22 @@ class KafkaLineage:
         self.refresh()
         return list(self._by_tenant.get(tenant, ()))
 
-    def reread(self, tenant: str) -> list[LogEntry]:
-        """The tenant's entries read afresh (payload readability as of now), for audits."""
+    def reread(self, request: ForgetRequest) -> list[LogEntry]:
+        """The entries ``request`` covers, read afresh (payload readability as of now), for
+        audits: only the offsets where the lineage found them are read again (per partition,
+        from the first to the last), not the whole topic."""
+        wanted: dict[int, set[int]] = defaultdict(set)
+        for known in self.entries(request.tenant):
+            if request.covers(known.subject, known.position.log_time):
+                wanted[known.position.partition].add(known.position.offset)
+        start = {p: min(offsets) for p, offsets in wanted.items()}
+        stop = {p: max(offsets) + 1 for p, offsets in wanted.items()}
         out = []
-        for record in read_bounded(self.bootstrap, self.topic):
-            entry = self.entry_of(record)
-            if entry is not None and entry.subject.tenant == tenant:
-                out.append(entry)
+        for record in read_bounded(self.bootstrap, self.topic, start, stop) if wanted else ():
+            if record.position.offset in wanted[record.position.partition]:
+                entry = self.entry_of(record)
+                if entry is not None:
+                    out.append(entry)
         return out
 
     def entry_of(self, record: LogRecord) -> LogEntry | None:

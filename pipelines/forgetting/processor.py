@@ -257,7 +257,7 @@ class ForgetProcessor:
               audited: Sequence[tuple[str, Sequence[Residual]]] = ()) -> AuditReport:
         entries = None
         if isinstance(self.lineage, KafkaLineage):
-            entries = self.lineage.reread(probe.request.tenant)
+            entries = self.lineage.reread(probe.request)
         return audit(probe, self.forgettables(), entries, audited)
 
     def _destroy_keys(self, request: ForgetRequest) -> list[str]:
