@@ -119,12 +119,17 @@ class DuckDBForgetStore:
             shared = shred.shared_blocks(con, noted)
             if noted:  # a shared block stays noted until a purge with the fallback frees it
                 shred.clear_pending(con, keep=() if self._compact else shared)
-            out |= shred.fill_free_blocks(con)
-            hits = self._scan(probes)
-            out |= {"shared_blocks": float(len(shared)), "probe_hits": float(len(hits)),
-                    "compacted": 0.0}
-            if shared or hits or out["unfilled_blocks"]:
+            out |= {"shared_blocks": float(len(shared)), "compacted": 0.0}
+            if shared and self._compact:  # the fallback fills and scans after its rewrite
+                out |= {"free_blocks": 0.0, "unfilled_blocks": 0.0, "fill_s": 0.0,
+                        "probe_hits": 0.0}
                 out |= self._fallback(con, shared, probes)
+            else:
+                out |= shred.fill_free_blocks(con)
+                hits = self._scan(probes)
+                out["probe_hits"] = float(len(hits))
+                if shared or hits or out["unfilled_blocks"]:
+                    out |= self._fallback(con, shared, probes)
         out["clean"] = float(_clean(out))
         out["purge_s"] = time.monotonic() - began
         out["s"] = out["purge_s"]

@@ -247,7 +247,7 @@ class LanceForgetStore:
         older = [v for v in versions if v != table.version]
         if not older and not tags:
             return []
-        if older and not lance_files.data_files_holding(str(self.directory), "event_id", ids):
+        if older and not lance_files.data_files_with(str(self.directory), "event_id", ids):
             older = []  # no data file holds them: no version can (ingest adds a version a batch)
         reader = lancedb.connect(self.directory).open_table(TABLE)
         readable = 0

@@ -177,6 +177,30 @@ def data_files_holding(directory: str, column: str, needles: list[str]) -> dict[
     return hits
 
 
+def data_files_with(directory: str, column: str, values: list[str]) -> dict[str, int]:
+    """For each Lance data file under ``directory`` (any version's, referenced or not), how many
+    of its rows have ``column`` equal to one of ``values`` (files with none left out); one
+    membership pass per file, decoded once (:func:`_decoded`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    hits: dict[str, int] = {}
+    if not values:
+        return hits
+    wanted = pa.array(values, pa.string())
+    for path in sorted(Path(directory).rglob("*.lance")):
+        if not path.is_file() or path.parent.name != "data":
+            continue
+        try:
+            decoded = _decoded(str(path), path.stat().st_size, column)
+        except (OSError, ValueError, RuntimeError):
+            continue  # removed while scanning (a cleanup), or not a data file
+        found = int(pc.sum(pc.is_in(decoded, value_set=wanted)).as_py() or 0)
+        if found:
+            hits[str(path)] = found
+    return hits
+
+
 @functools.lru_cache(maxsize=DECODED_FILES)
 def _decoded(path: str, size: int, column: str) -> Any:
     """``column`` of one data file, decoded (``size`` in the key: a path is never rewritten in

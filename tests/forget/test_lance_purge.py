@@ -15,9 +15,13 @@ import pytest
 from memstack.jobs.bench.query import Corpus
 from memstack.operators.forget import Tombstones
 from memstack.operators.mutations import MemoryRow
-from memstack.pipelines.forgetting.contract import files_containing
+from memstack.pipelines.forgetting.contract import AuditProbe, files_containing
 from memstack.pipelines.forgetting.lance_store import LanceForgetStore
-from memstack.pipelines.stores.lance_files import data_files_holding, index_overcount
+from memstack.pipelines.stores.lance_files import (
+    data_files_holding,
+    data_files_with,
+    index_overcount,
+)
 from memstack.pipelines.stores.lance_index import TEXT_INDEX, VECTOR_INDEX, IndexPolicy
 from tests.forget.givens import request
 
@@ -237,3 +241,24 @@ def test_a_purge_that_remaps_does_not_rebuild(tmp_path: Path, corpus: Corpus) ->
     assert figures["fragments_rewritten"] == 1 and figures["text_rebuilt"] == 0.0
     assert index_overcount(lance.dataset(store.index.uri), TEXT_INDEX) == 0
     assert not secret_files(tmp_path / "lance", 10)
+
+
+def test_old_versions_are_opened_only_while_a_data_file_holds_the_rows(
+        tmp_path: Path, corpus: Corpus) -> None:
+    """The audit's old-version check: while a data file holds a forgotten id (erased, not yet
+    purged) every older version is opened and the row is found there; once purged, and with
+    versions added by ingest since, no data file holds it and no version needs opening."""
+    directory = tmp_path / "lance"
+    store = load(directory, corpus, 3_000)
+    table = store.index.lance_table
+    store.erase(targets(10))
+    assert data_files_with(str(directory), "event_id", ["m10"])  # the control
+    probe = AuditProbe(request({"type": "tenant"}), frozenset({"m10"}))
+    found = [r for r in store.residuals(probe) if r.check == "old_versions"]
+    assert found and found[0].count >= 1
+    store.purge()
+    for lo in range(3_000, 3_200, 50):  # ingest: a version each
+        store.index.merge(corpus.rows(lo, lo + 50), corpus.vectors[lo:lo + 50])
+    assert len(table.list_versions()) > 1
+    assert not data_files_with(str(directory), "event_id", ["m10"])
+    assert not [r for r in store.residuals(probe) if r.check == "old_versions"]
