@@ -3,9 +3,11 @@
 Per size (``--quick``: 20k and 200k memories; full: 100k and 1M) the stores are generated in
 bulk with the query benchmark's corpus and indexed as the worker indexes them; then a store
 thread runs the live worker's schedule over them (:mod:`memstack.jobs.bench.forget_worker`:
-a batch of events committed by the real projector every 0.2 s, and between two batches one
-forget records hidden by the real ``LiveForgetting`` while the real ``Eraser`` purges and
-audits them in its own thread, as the worker runs them). Against it:
+a batch of events committed by the real projector every 0.2 s, and between two batches the
+forget records waiting, taken together as the worker's forget agent takes them: hidden and
+purged by the real ``LiveForgetting`` on the store thread, audited by the real ``Auditor`` in
+its own thread, the worker's default; or purged and audited by the real ``Eraser`` with
+``LiveConfig.background_erase``). Against it:
 
 1. :data:`SINGLES` event-scope requests, one at a time (each waits until audited);
 2. :data:`BATCH` event-scope requests submitted together; when they are not all erased within
@@ -18,7 +20,7 @@ being handed to the worker ("logged"):
 - ``logical_*``: until reads answer without the content: logged -> hidden (the logical phase
   committed; a read may still wait at the service's gate while a purge runs, see
   docs/forget.md). ``audited_*``: logged -> audited.
-- ``physical_*``: until every store's bytes are erased (the eraser's pass: probe, purge of every
+- ``physical_*``: until every store's bytes are erased (the physical pass: probe, purge of every
   store; the audit after it not);
 - ``growth``: physical p50 large / small; ``batch_100_s``: first logged -> last erased;
 - ``ingest_stall_max_s``: the longest gap between two live commits while requests ran (the
