@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -161,19 +161,11 @@ def data_files_holding(directory: str, column: str, needles: list[str]) -> dict[
     import pyarrow.compute as pc
 
     hits: dict[str, int] = {}
-    if not needles:
-        return hits
-    for path in sorted(Path(directory).rglob("*.lance")):
-        if not path.is_file() or path.parent.name != "data":
-            continue
-        try:
-            values = _decoded(str(path), path.stat().st_size, column)
-        except (OSError, ValueError, RuntimeError):
-            continue  # removed while scanning (a cleanup), or not a data file
+    for path, values in _data_files(directory, column) if needles else ():
         found = sum(1 for n in needles
                     if pc.any(pc.match_substring(values, n)).as_py())
         if found:
-            hits[str(path)] = found
+            hits[path] = found
     return hits
 
 
@@ -185,20 +177,24 @@ def data_files_with(directory: str, column: str, values: list[str]) -> dict[str,
     import pyarrow.compute as pc
 
     hits: dict[str, int] = {}
-    if not values:
-        return hits
     wanted = pa.array(values, pa.string())
+    for path, decoded in _data_files(directory, column) if values else ():
+        found = int(pc.sum(pc.is_in(decoded, value_set=wanted)).as_py() or 0)
+        if found:
+            hits[path] = found
+    return hits
+
+
+def _data_files(directory: str, column: str) -> Iterator[tuple[str, Any]]:
+    """Every Lance data file under ``directory`` with its decoded ``column`` (:func:`_decoded`);
+    files removed meanwhile (a cleanup) are skipped."""
     for path in sorted(Path(directory).rglob("*.lance")):
         if not path.is_file() or path.parent.name != "data":
             continue
         try:
-            decoded = _decoded(str(path), path.stat().st_size, column)
+            yield str(path), _decoded(str(path), path.stat().st_size, column)
         except (OSError, ValueError, RuntimeError):
             continue  # removed while scanning (a cleanup), or not a data file
-        found = int(pc.sum(pc.is_in(decoded, value_set=wanted)).as_py() or 0)
-        if found:
-            hits[str(path)] = found
-    return hits
 
 
 @functools.lru_cache(maxsize=DECODED_FILES)
