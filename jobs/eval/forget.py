@@ -24,6 +24,7 @@ its own tests). ``make_processor`` lets the tests score two negative controls.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 import time
@@ -76,6 +77,8 @@ STOP = frozenset({
     "so", "just", "what", "have", "has", "had", "be", "do", "did", "not"})
 
 MakeProcessor = Callable[..., ForgetProcessor]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -243,8 +246,11 @@ def _one(ctx: Context, processor: ForgetProcessor, client: MemoryClient,
     duck = [r for r in outcome.reports if r.store == "duckdb"]
     sc.checkpoint_clean += [d.physical.get("checkpoint_clean", 0.0) for d in duck]
     kept = [e for e in ctx.events if e.event_id in set(safe)]
-    sc.extraction.append(extraction_ok(processor.stores.stores, request.tenant, gone, texts,
-                                       kept))
+    problem = extraction_problem(processor.stores.stores, request.tenant, gone, texts, kept)
+    if problem is not None:
+        log.warning("forget evaluation: request %s (%s): extraction check failed: %s",
+                    request.request_id, request.describe(), problem)
+    sc.extraction.append(problem is None)
     return verdict.differing
 
 
@@ -257,22 +263,29 @@ def _queries(text: str) -> tuple[str, str]:
     return partial or text, reworded or text
 
 
-def extraction_ok(stores: Stores, tenant: str, gone: set[str], texts: Sequence[str],
-                  kept: Sequence[Event]) -> bool:
-    """Nothing forgotten surfaces from partial or reworded searches; kept items still do."""
+def extraction_problem(stores: Stores, tenant: str, gone: set[str], texts: Sequence[str],
+                       kept: Sequence[Event]) -> str | None:
+    """Nothing forgotten surfaces from partial or reworded searches, and kept items still do;
+    None when so, else what failed (no content: ids and which search)."""
     enc = shared_encoder()
-    for text in texts[:4]:
-        for q in _queries(text):
-            hits = stores.vectors.search_text(q, tenant=tenant, k=10)
-            hits += stores.vectors.search_vector(enc.encode([q])[0], tenant=tenant, k=10)
-            if any(h.row.event_id in gone or h.row.text == text for h in hits):
-                return False
+    for n, text in enumerate(texts[:4]):
+        for form, q in zip(("partial", "reworded"), _queries(text), strict=True):
+            hits = [(f"text #{r}", h) for r, h in enumerate(
+                stores.vectors.search_text(q, tenant=tenant, k=10), start=1)]
+            hits += [(f"vector #{r}", h) for r, h in enumerate(
+                stores.vectors.search_vector(enc.encode([q])[0], tenant=tenant, k=10), start=1)]
+            for where, h in hits:
+                if h.row.event_id in gone:
+                    return f"forgotten {h.row.event_id} at {where} for the {form} text {n}"
+                if h.row.text == text:
+                    return (f"{h.row.event_id} (kept) says forgotten text {n} word for word, "
+                            f"at {where} for its {form} form")
     for e in kept[:2]:
         text = e.text() or ""
-        hits = stores.vectors.search_vector(enc.encode([text])[0], tenant=tenant, k=10)
-        if not any(h.row.event_id == e.event_id or h.row.text == text for h in hits):
-            return False  # a kept item must still be found (or its identical text)
-    return True
+        near = stores.vectors.search_vector(enc.encode([text])[0], tenant=tenant, k=10)
+        if not any(h.row.event_id == e.event_id or h.row.text == text for h in near):
+            return f"kept {e.event_id} is not in the top 10 of a vector search for its text"
+    return None
 
 
 def _replay(ctx: Context, live: Path, report: Report) -> tuple[list[bool], dict[str, float]]:
