@@ -29,7 +29,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -246,7 +246,10 @@ def _one(ctx: Context, processor: ForgetProcessor, client: MemoryClient,
     duck = [r for r in outcome.reports if r.store == "duckdb"]
     sc.checkpoint_clean += [d.physical.get("checkpoint_clean", 0.0) for d in duck]
     kept = [e for e in ctx.events if e.event_id in set(safe)]
-    problem = extraction_problem(processor.stores.stores, request.tenant, gone, texts, kept)
+    said = {e.event_id: t for e in ctx.events if e.tenant == request.tenant
+            and e.event_id not in ctx.gone and (t := e.text())}
+    problem = extraction_problem(processor.stores.stores, request.tenant, gone, texts, kept,
+                                 said)
     if problem is not None:
         log.warning("forget evaluation: request %s (%s): extraction check failed: %s",
                     request.request_id, request.describe(), problem)
@@ -264,9 +267,14 @@ def _queries(text: str) -> tuple[str, str]:
 
 
 def extraction_problem(stores: Stores, tenant: str, gone: set[str], texts: Sequence[str],
-                       kept: Sequence[Event]) -> str | None:
+                       kept: Sequence[Event], said: Mapping[str, str]) -> str | None:
     """Nothing forgotten surfaces from partial or reworded searches, and kept items still do;
-    None when so, else what failed (no content: ids and which search)."""
+    None when so, else what failed (no content: ids and which search).
+
+    A hit with a forgotten text word for word is a copy of forgotten content, unless it is a
+    kept event that said those words itself (``said``: event id -> text of every event not
+    forgotten): as in the audit, a text an unforgotten event says too is not forgotten content
+    (LoCoMo repeats some lines; session 8 and 9 runs failed one request in 200 on that)."""
     enc = shared_encoder()
     for n, text in enumerate(texts[:4]):
         for form, q in zip(("partial", "reworded"), _queries(text), strict=True):
@@ -277,8 +285,8 @@ def extraction_problem(stores: Stores, tenant: str, gone: set[str], texts: Seque
             for where, h in hits:
                 if h.row.event_id in gone:
                     return f"forgotten {h.row.event_id} at {where} for the {form} text {n}"
-                if h.row.text == text:
-                    return (f"{h.row.event_id} (kept) says forgotten text {n} word for word, "
+                if h.row.text == text and said.get(h.row.event_id) != text:
+                    return (f"{h.row.event_id} holds forgotten text {n} word for word, "
                             f"at {where} for its {form} form")
     for e in kept[:2]:
         text = e.text() or ""

@@ -9,7 +9,8 @@ import random
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -17,7 +18,7 @@ from memstack.client import MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.settings import Settings
 from memstack.jobs.eval.forget import MIX as MIX_FULL
-from memstack.jobs.eval.forget import kept_items, run
+from memstack.jobs.eval.forget import extraction_problem, kept_items, run
 from memstack.jobs.eval.forget_oracle import CleanBuild, in_scope, matches
 from memstack.jobs.eval.forget_scopes import (
     GeneratorError,
@@ -204,3 +205,32 @@ def test_eval_scores_the_system_and_zero_for_both_negative_controls(
     else:
         assert f["preservation_rate"] == 0.0 and f["oracle_equal_rate"] == 0.0, f
         assert f["pass_rate"] == 0.0, f
+
+
+class _Hits:
+    """Search results standing for the stores' (the rule under test is pure: which hit
+    counts as forgotten content)."""
+
+    def __init__(self, rows: list[tuple[str, str]]) -> None:
+        self.hits = [SimpleNamespace(row=SimpleNamespace(event_id=i, text=t)) for i, t in rows]
+
+    def search_text(self, query: str, *, tenant: str, k: int) -> list[Any]:
+        return self.hits
+
+    def search_vector(self, vector: Any, *, tenant: str, k: int) -> list[Any]:
+        return self.hits
+
+
+def test_extraction_check_tells_a_copy_from_a_kept_event_saying_the_same_words() -> None:
+    words = "Thanks so much for the help with the garden today"
+
+    def problem(rows: list[tuple[str, str]], said: dict[str, str]) -> str | None:
+        stores = cast(Stores, SimpleNamespace(vectors=_Hits(rows)))
+        return extraction_problem(stores, "t", {"gone"}, [words], [], said)
+
+    assert problem([("kept", words)], {"kept": words}) is None  # it said so itself
+    copy = problem([("copy", words)], {"kept": words})
+    assert copy is not None and "copy" in copy  # the same words under another row: a copy
+    found = problem([("gone", "anything")], {})
+    assert found is not None and "forgotten gone" in found
+    assert problem([("other", "something else entirely")], {"other": "x"}) is None
