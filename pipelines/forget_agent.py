@@ -1,8 +1,10 @@
 """The live worker's agent on ``<prefix>.forget``: requests are taken in batches (up to
 :data:`FORGET_BATCH_MAX`, waiting :data:`FORGET_WITHIN_S` for more), each hidden on the store
-thread between two batches of events; then, by default, the store thread erases and audits the
-whole batch in one pass of every store (``LiveConfig.background_erase`` hands that to the
-worker's :class:`~memstack.pipelines.forgetting.eraser.Eraser` thread instead, while ingest goes
+thread between two batches of events; then, by default, the store thread purges the whole
+batch in one pass of every store and the worker's
+:class:`~memstack.pipelines.forgetting.auditor.Auditor` thread audits it
+(``LiveConfig.background_erase`` hands purge and audits to the worker's
+:class:`~memstack.pipelines.forgetting.eraser.Eraser` thread instead, while ingest goes
 on). The hides and each purge hold the service's read gate (outside it a DuckDB ``CHECKPOINT``
 is skipped, silently, while a reader holds a transaction; see docs/forget.md).
 

@@ -9,8 +9,9 @@ pipelines/forget_agent.py): every :data:`INGEST_EVERY` s a batch of :data:`INGES
 events is prepared and committed by the real :class:`StoreProjector` (index maintenance when
 due); between two batches the forget records waiting (up to the forget agent's batch,
 :data:`FORGET_BATCH_MAX`) are applied together by the real :class:`LiveForgetting`: hidden one
-by one, then erased in one pass and audited, on the store thread (the worker's default), or by
-the real :class:`Eraser` in its own thread (``LiveConfig.background_erase``). What it leaves
+by one and purged in one pass on the store thread, then audited by the real :class:`Auditor`
+thread (the worker's default), or purged and audited by the real :class:`Eraser` in its own
+thread (``LiveConfig.background_erase``). What it leaves
 out: Kafka (records are handed over in memory), the model (texts map to the corpus's vectors,
 :class:`CorpusEncoder`), the log lineage (event-scope requests resolve from the stores), key
 destruction (no sealed data) and the HTTP readers.

@@ -3,8 +3,9 @@
 By default the live worker's store thread hides a batch of requests and purges it (both phases:
 no read returns the content, no store keeps its bytes) and hands the audits here: they only
 read, and at about a second each at a million rows (a hundred requests taken together: minutes)
-they need not hold ingest. Each audit runs inside the worker's ``exclusive()`` (no purge or hide
-meanwhile: a DuckDB ``CHECKPOINT`` is skipped, silently, while a reader holds a transaction),
+they need not hold ingest. Each audit runs inside ``LiveForgetting.serial()`` (no purge or hide
+meanwhile: a DuckDB ``CHECKPOINT`` is skipped, silently, while a reader holds a transaction;
+the readers' gate is not held),
 then the request is marked applied (``forget_applied.json``) and ``on_audited`` runs (the
 change feed's ``forgotten``, metrics).
 
