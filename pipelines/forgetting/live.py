@@ -120,10 +120,11 @@ class LiveForgetting:
         :meth:`exclusive`); then, without an eraser, every request hidden here is purged in
         **one pass** of every store and audited (by :attr:`auditor`, or here without one),
         so requests arriving together cost about one purge. A record's offset counts as
-        handled once this returns (its request hidden, and purged without an eraser); a request whose logical phase failed (a full disk) raises
-        and leaves the positions where they were, so a read ``after=`` it waits instead of
-        answering content the request forgets. Returns, per record, its hidden request (None:
-        not a request, or applied before)."""
+        handled once this returns (its request hidden, and purged without an eraser); a
+        request whose logical phase failed (a full disk) raises and leaves the positions
+        where they were, so a read ``after=`` it waits instead of answering content the
+        request forgets. Returns, per record, its hidden request (None: not a request, or
+        applied before)."""
         if not records:
             return []
         stores = ForgetStores(self.directory, events=self._writer_events(),
