@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import re
@@ -30,6 +31,22 @@ from memstack.infra.topics import ensure_topics, topic_specs
 log = logging.getLogger(__name__)
 
 TEST_PARTITIONS = 3
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Put pytest's crash handler back before each test, dumping every thread's stack.
+
+    ``ray.init`` (the consolidation tests start Ray in this process) installs Ray's own SIGSEGV
+    handler, which writes to a log file in Ray's temporary dir: a later crash in the process
+    then printed nothing but the shell's "Segmentation fault" (a CI run, a PyFlink loopback
+    replay after the Ray tests). pytest's handler writes to its copy of the terminal's stderr.
+    """
+    from _pytest.faulthandler import fault_handler_stderr_fd_key  # no public accessor
+
+    fd = item.config.stash.get(fault_handler_stderr_fd_key, None)
+    if fd is not None:
+        faulthandler.disable()
+        faulthandler.enable(file=fd, all_threads=True)
 
 
 @dataclass(frozen=True)
