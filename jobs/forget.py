@@ -49,12 +49,21 @@ def request(settings: Settings, tenant: str, scope: ForgetScope, reason: str | N
     return event
 
 
-def processor_for(settings: Settings, stores: ForgetStores) -> ForgetProcessor:
+def processor_for(settings: Settings, stores: ForgetStores,
+                  lineage: KafkaLineage | None = None) -> ForgetProcessor:
+    """The deployment's processor over ``stores``; ``lineage``: one kept across calls (else a
+    new one, which reads the whole events topic on its first resolution)."""
     keys = FileKeyStore(settings.keys_dir)
     return ForgetProcessor(stores, keys=keys,
-                           lineage=KafkaLineage(settings.bootstrap, settings.events_topic, keys),
+                           lineage=lineage or log_lineage(settings, keys),
                            encoder=shared_encoder(), outcomes_dir=settings.home / "forget",
                            extra=_weight_stores(settings, stores))
+
+
+def log_lineage(settings: Settings, keys: FileKeyStore | None = None) -> KafkaLineage:
+    """The lineage of the deployment's events topic (payloads opened with its key store)."""
+    return KafkaLineage(settings.bootstrap, settings.events_topic,
+                        keys or FileKeyStore(settings.keys_dir))
 
 
 def _weight_stores(settings: Settings, stores: ForgetStores) -> list[Forgettable]:

@@ -137,13 +137,14 @@ def _consolidation_feed(store: StoreProjector, stores: Stores, settings: Setting
 
 def _live_forgetting(settings: Settings, directory: Path, path: CommitPath) -> LiveForgetting:
     """Forget requests applied by the worker itself: it is the stores' only writer."""
-    from memstack.jobs.forget import processor_for
+    from memstack.jobs.forget import log_lineage, processor_for
     from memstack.pipelines.forgetting.live import LiveForgetting
 
     base = path.store
     assert base.forgotten is not None
+    lineage = log_lineage(settings)  # one for the worker's life: each batch reads what is new
     return LiveForgetting(directory, base, base.forgotten,  # type: ignore[arg-type]
-                          lambda fs: processor_for(settings, fs))
+                          lambda fs: processor_for(settings, fs, lineage), lineage=lineage)
 
 
 TRANSIENT = ("GroupCoordinatorNotAvailable", "NotCoordinatorForGroup", "NodeNotReady")

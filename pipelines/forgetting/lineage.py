@@ -3,11 +3,14 @@
 Some lineage is only in the log: the stores keep no session for fact entries, so a session
 forget finds that session's fact events here. Envelopes are in the clear even when payloads
 are sealed; sealed payloads are opened when the key still exists (fact patterns need them).
+An entry keeps the envelope only (who, where, when, how readable), never the payload's text:
+the live worker keeps its lineage for its whole life, and forgotten text must not stay in it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +20,7 @@ from memstack.foundation.keystore import KeyStore
 from memstack.foundation.sealing import Shredded, open_sealed
 from memstack.operators.forget import ForgetRequest, Subject
 from memstack.operators.log import LoggedEvent, LogPosition
-from memstack.pipelines.log_reader import LogRecord, end_offsets, read_bounded
+from memstack.pipelines.log_reader import KeptReader, LogRecord
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event
 from memstack.schemas.sealed import SealedEvent, parse_record
@@ -33,7 +36,6 @@ class LogEntry:
     position: LogPosition
     state: str
     """``plain`` (payload in the clear), ``sealed`` (key alive) or ``shredded`` (key gone)."""
-    text: str | None = None
 
 
 class Lineage(Protocol):
@@ -49,24 +51,40 @@ class StaticLineage:
         self._by_tenant: dict[str, list[LogEntry]] = defaultdict(list)
         for e in events:
             self._by_tenant[e.event.tenant].append(
-                LogEntry(Subject.of_event(e.event), e.position, "plain", e.event.text()))
+                LogEntry(Subject.of_event(e.event), e.position, "plain"))
 
     def entries(self, tenant: str) -> list[LogEntry]:
         return list(self._by_tenant.get(tenant, ()))
 
 
 class KafkaLineage:
-    """Lineage read from the events topic, incrementally (each call reads only what is new)."""
+    """Lineage read from the events topic, incrementally: the first call reads the whole
+    topic, each later one only what was appended since. Keep one for as long as the stores
+    are forgotten in (the live worker keeps one for its life: a fresh one per batch of forget
+    requests read the whole log each time). Safe to share between threads (the store thread
+    resolves with it while the auditor rereads)."""
 
     def __init__(self, bootstrap: str, topic: str, keys: KeyStore | None = None) -> None:
         self.bootstrap, self.topic, self.keys = bootstrap, topic, keys
         self._next: dict[int, int] = {}
         self._by_tenant: dict[str, list[LogEntry]] = defaultdict(list)
+        self._lock = threading.Lock()
+        self._reader = KeptReader(bootstrap, topic)
 
     def refresh(self) -> int:
-        stop = end_offsets(self.bootstrap, self.topic)
+        """Read what was appended since the last call; returns the entries added."""
+        with self._lock:
+            return self._refresh()
+
+    def close(self) -> None:
+        """Close the kept consumer (a later call opens another)."""
+        with self._lock:
+            self._reader.close()
+
+    def _refresh(self) -> int:
+        stop = self._reader.end_offsets()
         n = 0
-        for record in read_bounded(self.bootstrap, self.topic, self._next, stop):
+        for record in self._reader.read(self._next, stop):
             entry = self.entry_of(record)
             if entry is not None:
                 self._by_tenant[entry.subject.tenant].append(entry)
@@ -75,8 +93,9 @@ class KafkaLineage:
         return n
 
     def entries(self, tenant: str) -> list[LogEntry]:
-        self.refresh()
-        return list(self._by_tenant.get(tenant, ()))
+        with self._lock:
+            self._refresh()
+            return list(self._by_tenant.get(tenant, ()))
 
     def reread(self, request: ForgetRequest) -> list[LogEntry]:
         """The entries ``request`` covers, read afresh (payload readability as of now), for
@@ -89,11 +108,12 @@ class KafkaLineage:
         start = {p: min(offsets) for p, offsets in wanted.items()}
         stop = {p: max(offsets) + 1 for p, offsets in wanted.items()}
         out = []
-        for record in read_bounded(self.bootstrap, self.topic, start, stop) if wanted else ():
-            if record.position.offset in wanted[record.position.partition]:
-                entry = self.entry_of(record)
-                if entry is not None:
-                    out.append(entry)
+        with self._lock:
+            for record in self._reader.read(start, stop):
+                if record.position.offset in wanted[record.position.partition]:
+                    entry = self.entry_of(record)
+                    if entry is not None:
+                        out.append(entry)
         return out
 
     def entry_of(self, record: LogRecord) -> LogEntry | None:
@@ -102,8 +122,7 @@ class KafkaLineage:
         try:
             parsed = parse_record(record.value)
             if isinstance(parsed, Event):
-                return LogEntry(Subject.of_event(parsed), record.position, "plain",
-                                parsed.text())
+                return LogEntry(Subject.of_event(parsed), record.position, "plain")
             return self._sealed(parsed, record.position)
         except InvalidEventError as exc:
             log.debug("lineage: skipping invalid record at %s (%s)", record.position, exc)
@@ -113,4 +132,4 @@ class KafkaLineage:
         opened = None if self.keys is None else open_sealed(sealed, self.keys)
         if opened is None or isinstance(opened, Shredded):
             return LogEntry(Subject.of_event(sealed), position, "shredded")
-        return LogEntry(Subject.of_event(opened), position, "sealed", opened.text())
+        return LogEntry(Subject.of_event(opened), position, "sealed")

@@ -26,7 +26,7 @@ from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
 from memstack.pipelines.forgetting.contract import Forgettable
 from memstack.pipelines.forgetting.eraser import Eraser
 from memstack.pipelines.forgetting.ledger import ForgetLedger, parse_request
-from memstack.pipelines.forgetting.lineage import Lineage
+from memstack.pipelines.forgetting.lineage import KafkaLineage, Lineage
 from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor, Hidden
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
@@ -43,8 +43,11 @@ class LiveForgetting:
 
     def __init__(self, directory: Path, projector: StoreProjector, ledger: ForgetLedger,
                  processor_for: Callable[[ForgetStores], ForgetProcessor],
-                 eraser: Eraser | None = None) -> None:
+                 eraser: Eraser | None = None, lineage: KafkaLineage | None = None) -> None:
+        """``lineage``: the log lineage ``processor_for`` gives every processor, kept for the
+        worker's life (closed by :meth:`close`)."""
         self.directory = directory
+        self.lineage = lineage
         self.projector = projector
         self.ledger = ledger
         self._processor_for = processor_for
@@ -163,11 +166,14 @@ class LiveForgetting:
             self.on_erased(outcome)
 
     def close(self, drain_s: float) -> None:
-        """Stop the eraser or the auditor after they finished what waits (up to ``drain_s``)."""
+        """Stop the eraser or the auditor after they finished what waits (up to ``drain_s``),
+        then close the lineage's consumer."""
         if self.eraser is not None:
             self.eraser.close(drain_s)
         if self.auditor is not None:
             self.auditor.close(drain_s)
+        if self.lineage is not None:
+            self.lineage.close()
 
     def _hide(self, record: LogRecord, processor: ForgetProcessor,
               seen: set[str]) -> Hidden | None:
