@@ -24,6 +24,7 @@ request (``marks["f<partition>"]``); a session left with no item is dropped (a t
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from memstack.operators.log import LoggedEvent
 from memstack.operators.session_state import StateConfig, _projection
 from memstack.operators.state_arena import SessionSums, StateArena, Terms
 from memstack.operators.state_codec import restore_sums, snapshot_slot, snapshot_sums
-from memstack.operators.state_keys import EMBED_DIM, N_HEADS, ItemTexts, item_texts, project
+from memstack.operators.state_keys import EMBED_DIM, N_HEADS, project
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.session_state_changelog import (  # re-exported: the table's bindings
     CHANGELOG_CONFIGS,
@@ -49,7 +50,15 @@ from memstack.pipelines.session_state_changelog import (  # re-exported: the tab
     ensure_changelog_topic,
     latest_snapshots,
 )
-from memstack.schemas.events import Envelope
+from memstack.pipelines.session_state_items import (  # re-exported: the state's items
+    StateItem,
+    applied,
+    by_key,
+    item_of,
+    key_of,
+    runs_within,
+    session_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +75,6 @@ __all__ = [
 ]
 
 
-def session_key(tenant: str, session: str) -> str:
-    return f"{tenant}/{session}"
-
-
-def key_of(event: Envelope) -> str:
-    return session_key(event.tenant, event.session)
-
-
 class ChangelogSink(Protocol):
     """Where snapshots go: ``send`` one keyed value (None: tombstone) to a partition; ``flush``
     returns once the broker acknowledged everything sent."""
@@ -87,46 +88,6 @@ class SnapshotSource(Protocol):
     """The latest snapshot bytes of a session key (None: no state)."""
 
     def get(self, key: str) -> bytes | None: ...
-
-
-@dataclass(frozen=True)
-class StateItem:
-    """One term of a session state: its event's place in the log and its key/value texts.
-
-    Built from a logged event (:func:`item_of`) or, at forget time, from the stores' rows
-    (``memstack.pipelines.forgetting.session_state_store``).
-    """
-
-    event_id: str
-    tenant: str
-    session: str
-    partition: int
-    offset: int
-    log_time: float
-    """POSIX seconds of the event's log time."""
-    texts: ItemTexts
-    vector: npt.NDArray[np.float32] | None = field(default=None, compare=False, repr=False)
-    """A turn's stored embedding (its key and value), when the stores kept the very vector the
-    state added; without it the texts are embedded again (the model's batch noise)."""
-
-    def __post_init__(self) -> None:
-        if self.vector is not None and self.texts.key_text != self.texts.value_text:
-            raise ValueError(f"item {self.event_id}: a stored vector stands for key and value, "
-                             "so it fits turns only (key text = value text)")
-
-    @property
-    def key(self) -> str:
-        return session_key(self.tenant, self.session)
-
-
-def item_of(logged: LoggedEvent) -> StateItem | None:
-    """The item ``logged`` adds to its session's state, None for kinds the state skips."""
-    texts = item_texts(logged.event)
-    if texts is None:
-        return None
-    event, pos = logged.event, logged.position
-    return StateItem(event.event_id, event.tenant, event.session, pos.partition, pos.offset,
-                     pos.log_time.timestamp(), texts)
 
 
 @dataclass(frozen=True)
@@ -178,22 +139,32 @@ class SessionStateUpdater:
         self.arena = StateArena(config, capacity)
         self._lru: OrderedDict[str, None] = OrderedDict()
         self._proj = _projection(config.seed, config.dim, config.torch_dtype)
+        self._unsent: dict[str, bytes] = {}
+        """Snapshots :meth:`stage` cut that :meth:`publish` has not sent yet: a session evicted
+        in between reloads from here, not from the source's older snapshot."""
+        self._unsent_lock = threading.Lock()
 
     def state(self, key: str) -> SessionSums | None:
         """The current state of ``key`` (from the arena, else its latest snapshot)."""
         slot = self.arena.slot_of(key)
         if slot is not None:
             return self.arena.cut(slot)
-        data = self.source.get(key)
+        data = self._stored(key)
         return None if data is None else restore_sums(data)
+
+    def _stored(self, key: str) -> bytes | None:
+        with self._unsent_lock:
+            if key in self._unsent:
+                return self._unsent[key]
+        return self.source.get(key)
 
     def _slot(self, key: str) -> int:
         slot = self.arena.slot_of(key)
         if slot is None:
             if len(self.arena) >= self.arena.capacity:  # evict the least recently used
                 old, _ = self._lru.popitem(last=False)
-                self.arena.free(old)  # its latest snapshot is already in the changelog
-            data = self.source.get(key)
+                self.arena.free(old)  # its latest snapshot is stored, or in self._unsent
+            data = self._stored(key)
             slot = (self.arena.load(key, restore_sums(data)) if data is not None
                     else self.arena.slot(key))
         self._lru[key] = None
@@ -256,26 +227,41 @@ class SessionStateUpdater:
         """Add the events' items to the arena and cut the touched sessions' snapshots, on the
         calling thread (the worker's store thread: the arithmetic stays off the event loop);
         :meth:`publish` then sends them. Call both from one thread at a time, in order.
-        ``vectors``: embeddings by text (the commit path's); texts not in it are encoded."""
-        fresh, skipped = self._fresh(events)
-        items = [i for e in fresh if (i := item_of(e)) is not None]
-        if items:
-            self.arena.add(self._terms([self._slot(i.key) for i in items], items, vectors))
-        touched: dict[str, int] = {}
-        for logged in fresh:  # marks move for every event, with or without an item
-            key, pos = key_of(logged.event), logged.position
-            marks = self.arena.marks[self._slot(key)]
-            marks[f"p{pos.partition}"] = max(marks.get(f"p{pos.partition}", 0), pos.offset + 1)
-            touched[key] = pos.partition
-        snapshots = [(partition, key, snapshot_slot(self.arena, self._slot(key)))
-                     for key, partition in touched.items()]
-        return Staged(snapshots, ApplyResult(len(items), len(touched), skipped))
+        ``vectors``: embeddings by text (the commit path's); texts not in it are encoded.
+
+        Events touching more sessions than the arena holds (a batch of 512 over many users)
+        are staged in runs of at most ``capacity`` sessions, each run's snapshots cut before
+        the next may evict its sessions."""
+        snapshots: dict[str, tuple[int, bytes]] = {}
+        added = skipped = 0
+        for run in runs_within(events, self.arena.capacity):
+            fresh, skips = self._fresh(run)
+            items = [i for e in fresh if (i := item_of(e)) is not None]
+            if items:
+                self.arena.add(self._terms([self._slot(i.key) for i in items], items, vectors))
+            touched: dict[str, int] = {}
+            for logged in fresh:  # marks move for every event, with or without an item
+                key, pos = key_of(logged.event), logged.position
+                marks = self.arena.marks[self._slot(key)]
+                marks[f"p{pos.partition}"] = max(marks.get(f"p{pos.partition}", 0),
+                                                 pos.offset + 1)
+                touched[key] = pos.partition
+            for key, partition in touched.items():
+                snapshots[key] = (partition, snapshot_slot(self.arena, self._slot(key)))
+            with self._unsent_lock:
+                self._unsent.update((key, snap) for key, (_, snap) in snapshots.items())
+            added, skipped = added + len(items), skipped + skips
+        return Staged([(partition, key, snap) for key, (partition, snap) in snapshots.items()],
+                      ApplyResult(added, len(snapshots), skipped))
 
     async def publish(self, staged: Staged) -> ApplyResult:
         """Send :meth:`stage`'s snapshots to the changelog (on the sink's loop), wait for the
         acknowledgements."""
         for partition, key, snapshot in staged.snapshots:
             self.sink.send(partition, key, snapshot)
+            with self._unsent_lock:  # the source holds it now (unless staged again since)
+                if self._unsent.get(key) is snapshot:
+                    del self._unsent[key]
         await self.sink.flush()
         return staged.result
 
@@ -315,9 +301,9 @@ class SessionStateUpdater:
         """
         r_part, r_off = request_mark
         plan = Removal(request_mark)
-        later = _by_key(kept or ())
-        for key, group in _by_key(items).items():
-            if self.arena.slot_of(key) is None and self.source.get(key) is None:
+        later = by_key(kept or ())
+        for key, group in by_key(items).items():
+            if self.arena.slot_of(key) is None and self._stored(key) is None:
                 continue
             slot = self._slot(key)
             marks = self.arena.marks[slot]
@@ -368,6 +354,8 @@ class SessionStateUpdater:
     def _forget_slot(self, key: str) -> None:
         self.arena.evict(key)
         self._lru.pop(key, None)
+        with self._unsent_lock:
+            self._unsent.pop(key, None)
 
     def recompute(self, items: Sequence[StateItem]) -> dict[str, SessionSums]:
         """The states that ``items`` alone build, per session (a scratch arena; nothing is
@@ -378,16 +366,3 @@ class SessionStateUpdater:
         if items:
             scratch.add(self._terms([slots[i.key] for i in items], items))
         return {key: scratch.cut(slot) for key, slot in slots.items()}
-
-
-def _by_key(items: Iterable[StateItem]) -> dict[str, list[StateItem]]:
-    """Items per session, each event once."""
-    out: dict[str, dict[str, StateItem]] = {}
-    for item in items:
-        out.setdefault(item.key, {}).setdefault(item.event_id, item)
-    return {key: list(group.values()) for key, group in out.items()}
-
-
-def applied(item: StateItem, marks: Mapping[str, int]) -> bool:
-    """True when the state has applied ``item``'s log position (it is below the marks)."""
-    return item.offset < marks.get(f"p{item.partition}", 0)

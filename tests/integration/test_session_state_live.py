@@ -138,3 +138,57 @@ def test_dropping_a_session_writes_a_tombstone_and_keeps_others() -> None:
     assert up.state("acme/s1") is None and "acme/s1" not in sink.latest
     still = up.state("acme/s2")
     assert kept is not None and still is not None and bool((kept.sums == still.sums).all())
+
+
+def _interleaved(sessions: int, per: int) -> list[LoggedEvent]:
+    """``per`` events of each of ``sessions`` sessions, round robin (as many users at once)."""
+    runs = [events(per, f"s{k}", partition=k) for k in range(sessions)]  # positions unique
+    return [run[i] for i in range(per) for run in runs]
+
+
+def test_a_batch_with_more_sessions_than_the_arena_holds_loses_nothing() -> None:
+    """Regression: a batch touching more sessions than the arena's capacity (the live worker
+    takes 512 events, the arena holds 256 sessions) evicted sessions in the middle of the
+    batch: their new items went to slots other sessions then took, and were lost."""
+    stream = _interleaved(sessions=5, per=6)
+    small, _ = updater()  # capacity 2
+    asyncio.run(small.apply(stream[:17]))
+    asyncio.run(small.apply(stream[17:]))
+    ample = SessionStateUpdater(MemorySink(), MemorySink(), HashEncoder(), capacity=8)
+    for e in stream:  # one event at a time: never more than one session per batch
+        asyncio.run(ample.apply([e]))
+    for k in range(5):
+        a, b = small.state(f"acme/s{k}"), ample.state(f"acme/s{k}")
+        assert a is not None and b is not None, k
+        assert a.counts == b.counts, k
+        assert _rel(a.sums_at(), b.sums_at()) <= 1e-12, k
+
+
+def test_a_batch_staged_before_the_last_is_published_sees_its_snapshots() -> None:
+    """The live worker stages a batch on its store thread while the loop may not have sent
+    the last one's snapshots yet: a session evicted meanwhile reloads the unsent snapshot."""
+    stream = _interleaved(sessions=4, per=4)
+    up, sink = updater()
+    first = up.stage(stream[:8])
+    second = up.stage(stream[8:])  # evicts sessions whose first snapshots are not sent
+    asyncio.run(up.publish(first))
+    asyncio.run(up.publish(second))
+    ample = SessionStateUpdater(MemorySink(), MemorySink(), HashEncoder(), capacity=8)
+    asyncio.run(ample.apply(stream))
+    for k in range(4):
+        a, b = up.state(f"acme/s{k}"), ample.state(f"acme/s{k}")
+        assert a is not None and b is not None and a.counts == b.counts, k
+        assert _rel(a.sums_at(), b.sums_at()) <= 1e-12, k
+        stored = sink.latest[f"acme/s{k}"]
+        assert stored is not None
+
+
+def test_runs_within_cut_in_order_at_the_session_limit() -> None:
+    from memstack.pipelines.session_state_items import key_of, runs_within
+
+    stream = _interleaved(sessions=5, per=3)  # s0 s1 s2 s3 s4 s0 s1 ...
+    runs = list(runs_within(stream, 2))
+    assert [e for run in runs for e in run] == stream  # every event once, in order
+    assert all(len({key_of(e.event) for e in run}) <= 2 for run in runs)
+    assert [len(run) for run in runs] == [2, 2, 2, 2, 2, 2, 2, 1]
+    assert list(runs_within(stream, 5)) == [stream] and list(runs_within([], 2)) == []
