@@ -65,8 +65,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """The current end offset (next offset to be written) of each partition."""
     consumer = open_consumer(bootstrap)
     try:
-        tps = [TopicPartition(topic, p) for p in partitions_of(consumer, topic)]
-        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+        return _end_offsets(consumer, topic)
     finally:
         consumer.close()
 
@@ -85,16 +84,9 @@ def read_bounded(
     """
     consumer = open_consumer(bootstrap)
     try:
-        tps = [TopicPartition(topic, p) for p in partitions_of(consumer, topic)]
-        stops = dict(stop) if stop is not None else {
-            tp.partition: off for tp, off in consumer.end_offsets(tps).items()
-        }
-        starts = {tp.partition: (start or {}).get(tp.partition, 0) for tp in tps}
-        live = [tp for tp in tps if starts[tp.partition] < stops.get(tp.partition, 0)]
-        consumer.assign(live)
-        for tp in live:
-            consumer.seek(tp, starts[tp.partition])
-        yield from _drain(consumer, live, stops, poll_timeout_ms)
+        stops = dict(stop) if stop is not None else _end_offsets(consumer, topic)
+        yield from _read(consumer, topic, partitions_of(consumer, topic), start or {}, stops,
+                         poll_timeout_ms)
     finally:
         consumer.close()
 
@@ -123,8 +115,7 @@ class KeptReader:
     def end_offsets(self) -> dict[int, int]:
         """The current end offset (next offset to be written) of each partition."""
         with self._failing_closes() as consumer:
-            tps = [TopicPartition(self.topic, p) for p in partitions_of(consumer, self.topic)]
-            return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+            return _end_offsets(consumer, self.topic)
 
     def read(self, start: Mapping[int, int], stop: Mapping[int, int],
              poll_timeout_ms: int = 500) -> Iterator[LogRecord]:
@@ -132,15 +123,7 @@ class KeptReader:
         partitions in ``stop``; order is per partition. Consume it whole before the next
         call."""
         with self._failing_closes() as consumer:
-            live = [TopicPartition(self.topic, p) for p, end in sorted(stop.items())
-                    if start.get(p, 0) < end]
-            if not live:
-                return
-            consumer.assign(live)
-            consumer.resume(*live)  # a partition paused when an earlier read reached its stop
-            for tp in live:
-                consumer.seek(tp, start.get(tp.partition, 0))
-            yield from _drain(consumer, live, stop, poll_timeout_ms)
+            yield from _read(consumer, self.topic, sorted(stop), start, stop, poll_timeout_ms)
 
     def close(self) -> None:
         if self._closer is not None:
@@ -160,6 +143,24 @@ class KeptReader:
         except BaseException:
             self.close()
             raise
+
+
+def _end_offsets(consumer: KafkaConsumer, topic: str) -> dict[int, int]:
+    tps = [TopicPartition(topic, p) for p in partitions_of(consumer, topic)]
+    return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+
+
+def _read(consumer: KafkaConsumer, topic: str, partitions: list[int], start: Mapping[int, int],
+          stop: Mapping[int, int], poll_timeout_ms: int) -> Iterator[LogRecord]:
+    """The records of ``partitions`` with ``start[p] <= offset < stop[p]`` (start defaults to
+    0, stop to nothing), on ``consumer``: assigned, sought, drained."""
+    live = [TopicPartition(topic, p) for p in partitions if start.get(p, 0) < stop.get(p, 0)]
+    consumer.assign(live)
+    if live:
+        consumer.resume(*live)  # a kept consumer paused it when an earlier read reached its stop
+    for tp in live:
+        consumer.seek(tp, start.get(tp.partition, 0))
+    yield from _drain(consumer, live, stop, poll_timeout_ms)
 
 
 def _drain(consumer: KafkaConsumer, live: list[TopicPartition], stops: Mapping[int, int],

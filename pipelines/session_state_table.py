@@ -246,10 +246,10 @@ class SessionStateUpdater:
                 marks[f"p{pos.partition}"] = max(marks.get(f"p{pos.partition}", 0),
                                                  pos.offset + 1)
                 touched[key] = pos.partition
-            for key, partition in touched.items():
-                snapshots[key] = (partition, snapshot_slot(self.arena, self._slot(key)))
+            cut = {key: snapshot_slot(self.arena, self._slot(key)) for key in touched}
+            snapshots.update((key, (touched[key], snap)) for key, snap in cut.items())
             with self._unsent_lock:
-                self._unsent.update((key, snap) for key, (_, snap) in snapshots.items())
+                self._unsent.update(cut)
             added, skipped = added + len(items), skipped + skips
         return Staged([(partition, key, snap) for key, (partition, snap) in snapshots.items()],
                       ApplyResult(added, len(snapshots), skipped))
