@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 jars: install
-	$(PY) -m memstack.cli infra jars
+	$(PY) -c 'from memstack.infra.jars import resolve_jars; print(resolve_jars())'
 
 up: install
 	$(PY) -m memstack.cli infra up
