@@ -55,7 +55,11 @@ def test_int8_vectors_are_unit_length_and_close_to_torch(onnx_int8: OnnxMiniLMEn
     assert fast.shape == (len(TEXTS), 384) and fast.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
     cosine = np.sum(fast * reference, axis=1)
-    assert cosine.min() > 0.97 and cosine.mean() > 0.985, cosine
+    # The worst text is the shortest ("ok", 3 tokens), and its figure depends on the CPU's int8
+    # kernel: above 0.97 on a Xeon with AVX-512 VNNI, 0.9695 on an AMD EPYC with AVX2 only (no
+    # VNNI; reduce_range or uint8 weights measured no better there: 0.9646, 0.9640). LoCoMo turns
+    # on that EPYC: mean 0.991, 1st percentile 0.978 (docs/replay.md).
+    assert cosine.min() > 0.96 and cosine.mean() > 0.985, cosine
     # the ranking a search sees: each text's nearest torch vector is its own
     assert (np.argmax(fast @ reference.T, axis=1) == np.arange(len(TEXTS))).all()
 
