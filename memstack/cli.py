@@ -14,6 +14,7 @@ import pkgutil
 import sys
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.logs import setup_logging
 
 SERVER_EXTRA = "pip install 'memstack[server]'"
 SERVER_MODULES = frozenset({
@@ -57,11 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:  # control characters in messages escaped, MEMSTACK_LOG_FORMAT=json (foundation/logs)
+        setup_logging(logging.DEBUG if args.verbose else logging.INFO, sys.stderr)
+    except MemstackError as exc:
+        print(f"memstack: error: {exc}", file=sys.stderr)
+        return 2
     for noisy in ("kafka", "aiokafka", "faust", "mode", "lancedb", "urllib3", "filelock",
                   "httpx", "httpx2", "httpcore", "mcp"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
