@@ -24,6 +24,8 @@ import hmac
 import logging
 import os
 import secrets
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +161,66 @@ class ApiKeys:
         return None if grant is None else grant.tenants
 
 
+class LiveApiKeys(ApiKeys):
+    """The running service's keys: the environment's, and the keys file's, re-read when the
+    file changes (its mtime, size or inode; looked at on a request, at most every
+    ``check_every_s``). Adding, revoking (``memstack keys revoke``) or rotating a key takes
+    effect within a second, without a restart. A file that no longer parses keeps the last
+    good keys and logs why at ERROR (once per change of the file); a removed file grants
+    nothing."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, check_every_s: float = 0.25) -> None:
+        env = dict(os.environ if env is None else env)
+        ApiKeys.from_env(env)  # fail at start when no keys are configured, as the service did
+        self._fixed = ApiKeys.parse(env[KEYS_ENV].split(","), KEYS_ENV).grants if env.get(
+            KEYS_ENV) else ()
+        self._path = keys_file(env)
+        self._check_every_s = check_every_s
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None
+        self._checked = 0.0
+        self._current = ApiKeys(self._fixed).merged().grants
+        self._refresh(force=True, announce=False)
+
+    @property  # the frozen field of ApiKeys, read live here
+    def grants(self) -> tuple[Grant, ...]:
+        self._refresh()
+        return self._current
+
+    def _refresh(self, *, force: bool = False, announce: bool = True) -> None:
+        now = time.monotonic()
+        if not force and now - self._checked < self._check_every_s:
+            return
+        with self._lock:
+            if not force and now - self._checked < self._check_every_s:
+                return
+            self._checked = now
+            try:
+                st = self._path.stat()
+                seen: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+            except OSError:
+                seen = None
+            if seen == self._seen and not force:
+                return
+            self._seen = seen
+            self._current = self._load(seen is not None, announce)
+
+    def _load(self, exists: bool, announce: bool) -> tuple[Grant, ...]:
+        found = list(self._fixed)
+        if exists:
+            try:
+                lines = self._path.read_text(encoding="utf-8").splitlines()
+                found += ApiKeys.parse(lines, str(self._path)).grants
+            except (OSError, UnicodeDecodeError, AuthError) as exc:
+                log.error("keys file %s not reloaded, the previous keys stay: %s",
+                          self._path, exc)
+                return self._current
+        keys = ApiKeys(tuple(found)).merged().grants
+        if announce:
+            log.info("API keys reloaded from %s: %d keys", self._path, len(keys))
+        return keys
+
+
 def keys_file(env: Mapping[str, str] | None = None) -> Path:
     """``MEMSTACK_API_KEYS_FILE``, else ``$MEMSTACK_HOME/api-keys``."""
     env = os.environ if env is None else env
@@ -185,3 +247,24 @@ def add_key(path: Path, tenants: Iterable[str], roles: Iterable[str],
     with os.fdopen(fd, "a", encoding="utf-8") as out:
         out.write(line + "\n")
     return key
+
+
+def revoke_key(path: Path, prefix: str) -> int:
+    """Remove the keys file's lines whose digest starts with ``prefix`` (hex, as ``memstack
+    keys list`` shows it, at least 8 digits); the file is replaced atomically, so a running
+    service sees the change. Returns how many lines went."""
+    wanted = prefix.strip().removeprefix(HASHED).rstrip("…").lower()
+    if len(wanted) < 8 or any(c not in "0123456789abcdef" for c in wanted):
+        raise AuthError(f"{prefix!r} is not the start of a key's digest (8 or more hex digits, "
+                        "as `memstack keys list` shows them)")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [line for line in lines
+            if not line.strip().lower().startswith(HASHED + wanted)]
+    gone = len(lines) - len(kept)
+    if gone:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.writelines(kept)
+        os.replace(tmp, path)
+    return gone

@@ -51,3 +51,26 @@ def test_bad_key_lines_are_named(tmp_path: Path, line: str, match: str) -> None:
 def test_no_keys_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(AuthError, match="memstack keys add"):
         ApiKeys.from_env({"MEMSTACK_HOME": str(tmp_path)})
+
+
+def test_live_keys_follow_the_keys_file(tmp_path: Path) -> None:
+    import time
+
+    from memstack.server.api_keys import LiveApiKeys, revoke_key
+
+    path = tmp_path / "api-keys"
+    first = add_key(path, ["acme"], ["read"])
+    keys = LiveApiKeys({"MEMSTACK_HOME": str(tmp_path), "MEMSTACK_API_KEYS": "dev-key-0001:dev"},
+                       check_every_s=0.0)
+    assert keys.grant_of(first) is not None and keys.grant_of("dev-key-0001") is not None
+    second = add_key(path, ["acme"], ["write"])
+    assert keys.grant_of(second) is not None
+    assert revoke_key(path, "sha256:" + digest(first).hex()[:12] + "…") == 1
+    assert keys.grant_of(first) is None and keys.tenants_of(second) == {"acme"}
+    path.write_text("not a key line\n")
+    time.sleep(0.01)
+    assert keys.grant_of(second) is not None  # a broken file keeps the last good keys
+    path.unlink()
+    assert keys.grant_of(second) is None and keys.grant_of("dev-key-0001") is not None
+    with pytest.raises(AuthError, match="8 or more hex digits"):
+        revoke_key(path, "abc")
