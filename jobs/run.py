@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.faust_app import LiveApp
     from memstack.pipelines.forgetting.live import LiveForgetting
+    from memstack.pipelines.lease import DeploymentLease
     from memstack.pipelines.metrics import LiveMetrics
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
@@ -168,16 +169,33 @@ def quiet_libraries(verbose: bool) -> None:
                 logger.addFilter(_not_transient)
 
 
+def take_lease(settings: Settings, options: RunOptions) -> DeploymentLease:
+    """This deployment's lease (home, topic prefix, the live group), taken before the worker
+    joins the group; :class:`~memstack.pipelines.lease.LeaseHeldError` when another worker
+    owns it (pipelines/lease.py)."""
+    from memstack.pipelines.lease import acquire_lease, broker_members, live_group
+
+    return acquire_lease(settings.home, settings.topic_prefix, live_group(settings.topic_prefix),
+                         broker_members(settings.bootstrap),
+                         expire_s=options.session_timeout_s + 3.0)
+
+
 def run_live(settings: Settings, options: RunOptions) -> int:
     """Run the live worker until stopped; 0 on a clean stop, 1 when a batch failed."""
     from memstack.infra.preflight import require_topics
-    from memstack.pipelines.faust_app import build_live_app, run_worker
-    from memstack.pipelines.forgetting.live import pending_offsets
-    from memstack.pipelines.log_reader import end_offsets
 
     started = time.monotonic()
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
                                         settings.dlq_topic])
+    with take_lease(settings, options):
+        return _run_live(settings, options, started)
+
+
+def _run_live(settings: Settings, options: RunOptions, started: float) -> int:
+    from memstack.pipelines.faust_app import build_live_app, run_worker
+    from memstack.pipelines.forgetting.live import pending_offsets
+    from memstack.pipelines.log_reader import end_offsets
+
     try:
         ends = end_offsets(settings.bootstrap, settings.events_topic)
     except KafkaError as exc:

@@ -13,8 +13,11 @@ import asyncio
 import json
 import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from memstack.pipelines.metrics import LiveMetrics
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.service.changes import ChangeFeed
+    from memstack.pipelines.service.health import ServiceHealth
     from memstack.pipelines.service.live import LiveService
     from memstack.pipelines.service.watch import AppliedWatch
 
@@ -62,6 +66,8 @@ class ServiceOptions:
     max_bytes: int = 4 * 1024 * 1024
     read_concurrency: int = 3
     search_concurrency: int = 1
+    ready_max_lag: int = 1000
+    """``/readyz`` answers 503 while the stores are more records behind the log than this."""
 
 
 class _Server(uvicorn.Server):
@@ -72,14 +78,15 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _http_service(server: _Server, on_listening: Any) -> type:
+def _http_service(server: _Server, on_listening: Any,
+                  sockets: list[socket.socket] | None = None) -> type:
     import mode
 
     class HttpService(mode.Service):
         serving: asyncio.Task[None] | None = None
 
         async def on_start(self) -> None:
-            self.serving = asyncio.ensure_future(server.serve())
+            self.serving = asyncio.ensure_future(server.serve(sockets=sockets))
             while not server.started:
                 if self.serving.done():
                     self.serving.result()  # raises why the server did not start (port taken)
@@ -113,8 +120,10 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
     gate = ReadWriteGate(options.read_concurrency, options.search_concurrency)
     watch = AppliedWatch(applied)
     feed = ChangeFeed(Position(base.applied_offsets()))
+    health = _health(settings, options, live)
     writer = EventWriter(client, settings.events_topic,
-                         lookup=_stored_lookup(base, gate, datetime.now(UTC)))
+                         lookup=_stored_lookup(base, gate, datetime.now(UTC)),
+                         on_written=health.acknowledged)
     desk = ForgetDesk(client, base.stores.directory, settings.home / "forget",
                       forgetting.ledger.get)
 
@@ -122,7 +131,39 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
     live.exclusive = gate.writing
     return LiveService(watch, gate, feed, writer, desk,
                        WriteLimits(options.max_events, options.max_bytes),
-                       options.after_timeout_s)
+                       options.after_timeout_s, health)
+
+
+def _health(settings: Settings, options: ServiceOptions, live: LiveApp) -> ServiceHealth:
+    """The service's health over the worker's applied offsets, assignment and the consumer's
+    high-water marks (pipelines/service/health.py); stuck after the ``after=`` timeout."""
+    from faust.types import TP
+
+    from memstack.pipelines.log_reader import end_offsets
+    from memstack.pipelines.service.health import ServiceHealth
+
+    topic = settings.events_topic
+    partitions = sorted(end_offsets(settings.bootstrap, topic))
+
+    def assigned() -> set[int] | None:
+        try:
+            return {tp.partition for tp in live.app.consumer.assignment() if tp.topic == topic}
+        except Exception:  # the consumer is not started (or is stopping): not known
+            return None
+
+    def highwater() -> dict[int, int]:
+        found: dict[int, int] = {}
+        for p in partitions:
+            try:
+                found[p] = int(live.app.consumer.highwater(TP(topic, p)) or 0)
+            except Exception:  # not fetched yet: the acknowledged offsets stand for it
+                continue
+        return found
+
+    return ServiceHealth(partitions, live.processor.applied_offsets, assigned, highwater,
+                         stopping=lambda: bool(live.app.should_stop),
+                         stuck_after_s=options.after_timeout_s,
+                         ready_max_lag=options.ready_max_lag)
 
 
 def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
@@ -169,16 +210,26 @@ def _stored_lookup(base: StoreProjector, gate: Any, started: datetime) -> Any:
 
 
 def run_service(settings: Settings, options: ServiceOptions) -> int:
-    """Run worker + API until SIGTERM/SIGINT; 0 on a clean stop."""
-    from memstack.client import MemoryClient
-    from memstack.infra.preflight import require_topics
-    from memstack.pipelines.faust_app import build_live_app, run_worker
-    from memstack.server.api_keys import ApiKeys
-    from memstack.server.app import create_app
+    """Run worker + API until SIGTERM/SIGINT; 0 on a clean stop.
 
-    keys = ApiKeys.from_env()  # fail before starting anything when no keys are configured
+    Before anything can take a partition, the deployment's lease is taken and the port bound,
+    so a second service (or a taken port) fails here, outside the consumer group."""
+    from memstack.infra.preflight import require_topics
+    from memstack.jobs.run import take_lease
+    from memstack.server.api_keys import LiveApiKeys
+
+    keys = LiveApiKeys()  # fails before starting anything when no keys are configured
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
                                         settings.dlq_topic])
+    with take_lease(settings, options.run), bound_socket(options.host, options.port) as sock:
+        return _serve(settings, options, keys, sock)
+
+
+def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.socket) -> int:
+    from memstack.client import MemoryClient
+    from memstack.pipelines.faust_app import build_live_app, run_worker
+    from memstack.server.app import create_app
+
     directory = options.run.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
     path, _ = open_projector(directory, settings, options.run.threads)
@@ -196,11 +247,14 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
                          mcp_host=options.host)
         metrics = _observed(app, live, path.feed, options)
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
-                                        log_level="warning", lifespan="off",
-                                        timeout_graceful_shutdown=10))
+                                        log_level="warning", lifespan="off", log_config=None,
+                                        timeout_graceful_shutdown=10))  # logs: the root's
         live.app.service(_http_service(server, _announce(settings, directory,
-                                                         base.encoder.name)))
+                                                         base.encoder.name, service.health),
+                                       [sock]))
         code = run_worker(live)
+        if not server.started:  # the worker stopped before the API listened: not a clean stop
+            code = max(code, 1)
     finally:
         service_file(settings).unlink(missing_ok=True)
         if metrics is not None:
@@ -210,6 +264,43 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     log.info("service stopped (exit %d): %d events applied", code,
              live.processor.stats.applied)
     return code
+
+
+@contextmanager
+def bound_socket(host: str, port: int) -> Iterator[socket.socket]:
+    """A socket bound to ``host:port`` (uvicorn listens on it later), closed on leaving;
+    :class:`PortTakenError` when the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortTakenError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); stop "
+                             "what holds it, or pass another --port (0: any free one)") from exc
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+def exit_after(code: int, grace_s: float = 5.0) -> None:
+    """Make sure the process ends with ``code`` once the service returned: SIGTERM gets its
+    default action back, and a daemon timer exits after ``grace_s`` if a thread a library left
+    behind keeps the interpreter alive (seen: a service that failed to start logged "service
+    stopped", never exited and ignored SIGTERM)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def fire() -> None:
+        log.warning("threads still running %.0f s after the service stopped: exiting %d",
+                    grace_s, code)
+        logging.shutdown()
+        os._exit(code)
+
+    timer = threading.Timer(grace_s, fire)
+    timer.daemon = True
+    timer.start()
 
 
 def _observed(app: FastAPI, live: LiveApp, feed: FeedStep | None,
@@ -228,8 +319,11 @@ def _observed(app: FastAPI, live: LiveApp, feed: FeedStep | None,
     return metrics
 
 
-def _announce(settings: Settings, directory: Path, encoder: str) -> Any:
+def _announce(settings: Settings, directory: Path, encoder: str,
+              health: ServiceHealth | None = None) -> Any:
     def listening(server: _Server) -> None:
+        if health is not None:
+            health.started = True
         host, port = server.servers[0].sockets[0].getsockname()[:2]
         url = f"http://{host}:{port}"
         path = service_file(settings)
@@ -280,6 +374,10 @@ def spawn_service(settings: Settings, log_path: Path, *extra: str,
     child.kill()
     raise ServiceStartError(f"memstack serve did not announce itself in {timeout_s:.0f} s:\n"
                             + log_path.read_text(errors="replace")[-3000:])
+
+
+class PortTakenError(MemstackError):
+    """The service's port is taken; free it or pass another ``--port``."""
 
 
 class ServiceStartError(MemstackError):

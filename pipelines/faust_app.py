@@ -36,6 +36,7 @@ from memstack.pipelines.forget_agent import declare_forget_agent, stop_eraser
 from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 from memstack.pipelines.forgetting.session_state_store import state_store_for
+from memstack.pipelines.lease import client_id, live_group
 from memstack.pipelines.live import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import end_offsets, open_consumer
 from memstack.pipelines.session_state_projector import SessionStateStep, loop_runner
@@ -56,7 +57,7 @@ def faust_broker_url(bootstrap: str) -> str:
 
 def group_id(settings: Settings) -> str:
     """The consumer group (and Faust app id) of the live pipeline for one topic prefix."""
-    return f"{settings.topic_prefix}-live"
+    return live_group(settings.topic_prefix)
 
 
 def probe_next_offset(bootstrap: str, topic: str, partition: int, offset: int,
@@ -148,6 +149,7 @@ def faust_settings(settings: Settings, config: LiveConfig) -> dict[str, Any]:
     datadir.mkdir(parents=True, exist_ok=True)
     return {
         "broker": faust_broker_url(settings.bootstrap),
+        "broker_client_id": client_id(),  # names this process to the lease (pipelines/lease.py)
         "datadir": str(datadir),
         "autodiscover": False,
         "web_enabled": False,

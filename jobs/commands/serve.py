@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="queries answered at once (default 3; more take cores from ingest)")
     p.add_argument("--search-concurrency", type=int, default=1,
                    help="of those, searches and contexts at once (default 1)")
+    p.add_argument("--ready-max-lag", type=int, default=1000, metavar="RECORDS",
+                   help="/readyz answers 503 while the stores are more records behind the log "
+                        "than this (default 1000)")
     p.add_argument("--read-only", action="store_true",
                    help="no worker: serve reads over --stores, opened read-only")
     p.add_argument("--openapi", type=Path, metavar="PATH",
@@ -66,13 +69,23 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.read_only:
         return _read_only(args, settings)
-    from memstack.jobs.service import ServiceOptions, run_service
+    from memstack.foundation.errors import MemstackError
+    from memstack.jobs.service import ServiceOptions, exit_after, run_service
 
     options = ServiceOptions(options_from(args), host=args.host, port=args.port,
                              after_timeout_s=args.after_timeout, max_events=args.max_events,
                              max_bytes=args.max_bytes, read_concurrency=args.read_concurrency,
-                             search_concurrency=args.search_concurrency)
-    return run_service(settings, options)
+                             search_concurrency=args.search_concurrency,
+                             ready_max_lag=args.ready_max_lag)
+    code = 1
+    try:
+        code = run_service(settings, options)
+    except MemstackError:
+        code = 2  # what the CLI answers for it
+        raise
+    finally:
+        exit_after(code)  # the process ends with it, whatever thread is left behind
+    return code
 
 
 def _read_only(args: argparse.Namespace, settings: Settings) -> int:

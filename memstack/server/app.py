@@ -80,6 +80,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
         add_service_routes(app)
     _errors(app)
     app.get("/healthz", tags=["service"])(_health)
+    app.get("/readyz", tags=["service"])(_ready)
     _mount_inspector(app)
     _mount_mcp(app, grants, mcp_host)
     return app
@@ -99,11 +100,28 @@ def _mount_mcp(app: FastAPI, grants: ApiKeys, host: str) -> None:
     mount_mcp(app, grants.tenants_of, host=host)
 
 
-def _health(request: Request) -> dict[str, str]:
+def _health(request: Request) -> JSONResponse:
+    """Liveness: 200 ``ok``, or 503 ``failing`` when the service acknowledges writes it cannot
+    apply (the body names the partitions, their offsets and the lag); cheap, in memory."""
     service: LiveService | None = request.app.state.service
     if service is None:
-        return {"status": "ok"}
-    return {"status": "ok", "applied": service.watch.applied().token}
+        return JSONResponse({"status": "ok"})
+    body: dict[str, Any] = {"status": "ok"}
+    if service.health is not None:
+        body = service.health.report().healthz()
+    body["applied"] = service.watch.applied().token
+    return JSONResponse(body, status_code=503 if body["status"] != "ok" else 200)
+
+
+def _ready(request: Request) -> JSONResponse:
+    """Readiness for load balancers: 200 only when started, caught up enough and not
+    draining; 503 otherwise, with the reasons."""
+    service: LiveService | None = request.app.state.service
+    if service is None or service.health is None:
+        return JSONResponse({"status": "ready"})
+    body = service.health.report().readyz()
+    body["applied"] = service.watch.applied().token
+    return JSONResponse(body, status_code=200 if body["status"] == "ready" else 503)
 
 
 def _routes(app: FastAPI) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from memstack.pipelines.service.changes import ChangeFeed
 from memstack.pipelines.service.forgets import ForgetDesk
 from memstack.pipelines.service.gate import ReadWriteGate
+from memstack.pipelines.service.health import ServiceHealth
 from memstack.pipelines.service.watch import AppliedWatch
 from memstack.pipelines.service.writes import EventWriter, WriteLimits
 
@@ -25,3 +26,5 @@ class LiveService:
     limits: WriteLimits = field(default_factory=WriteLimits)
     after_timeout_s: float = DEFAULT_AFTER_TIMEOUT_S
     """How long a read with ``after=`` waits before answering 504."""
+    health: ServiceHealth | None = None
+    """What ``/healthz`` and ``/readyz`` answer (None: always ok and ready)."""

@@ -111,11 +111,14 @@ class EventWriter:
     """Produces validated events once per event id and returns where they were written."""
 
     def __init__(self, producer: Producer, topic: str, lookup: Lookup | None = None,
-                 remembered: int = REMEMBERED) -> None:
+                 remembered: int = REMEMBERED,
+                 on_written: Callable[[list[WrittenEvent]], None] | None = None) -> None:
         self._producer = producer
         self._topic = topic
         self._lookup = lookup
         self._remembered = remembered
+        self._on_written = on_written
+        """Told every acknowledged write (the service's health check)."""
         self._lock = threading.Lock()
         self._known: OrderedDict[str, Future[WrittenEvent]] = OrderedDict()
 
@@ -126,7 +129,10 @@ class EventWriter:
         for future, pending in claims:
             if pending is not None:
                 _settle(pending, future, timeout_s)
-        return [future.result(timeout=timeout_s) for future, _ in claims]
+        written = [future.result(timeout=timeout_s) for future, _ in claims]
+        if self._on_written is not None:
+            self._on_written(written)
+        return written
 
     def _claim(self, event: Event) -> tuple[Future[WrittenEvent], Any]:
         """The event's future, and the pending send when this call produced it."""
