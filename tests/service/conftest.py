@@ -43,10 +43,11 @@ class Service:
         return self.log.read_text(errors="replace")[-4000:]
 
 
-def start_service(settings: Settings, log: Path, *extra: str) -> Service:
+def start_service(settings: Settings, log: Path, *extra: str,
+                  env: dict[str, str] | None = None) -> Service:
     env = {"MEMSTACK_SEAL": "1", "MEMSTACK_API_KEYS_FILE": "", "MEMSTACK_API_KEYS": ",".join([
         f"{KEYS['acme']}:acme", f"{KEYS['other']}:other",
-        f"{KEYS['acme-read']}:acme:read", f"{KEYS['acme-write']}:acme:write"])}
+        f"{KEYS['acme-read']}:acme:read", f"{KEYS['acme-write']}:acme:write"]), **(env or {})}
     process, url = spawn_service(settings, log, "--within", "0.05", "--after-timeout", "60",
                                  *extra, env=env)
     return Service(url, settings, process, log)

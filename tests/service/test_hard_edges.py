@@ -5,6 +5,8 @@
   the first goes on applying every partition (``after=`` reads answer in under a second).
 - No client-supplied string forges a log line: a forget of a session id holding newlines, NUL
   and a fake ERROR record leaves no raw control character in the service's log.
+- ``/healthz`` answers 503 naming the partition while acknowledged writes wait unapplied
+  past the ``after=`` timeout (a worker slowed by the fault hook), and 200 once applied.
 - API keys are live: a key added to the keys file works within a second, a revoked one is
   refused (401) within a second, without a restart.
 """
@@ -26,7 +28,7 @@ from memstack.foundation.settings import Settings
 from memstack.jobs.run import worker_env
 from memstack.server.api_keys import add_key
 from tests.conftest import KafkaUnderTest, settings_on_fresh_topics
-from tests.service.conftest import KEYS, Service, fact
+from tests.service.conftest import KEYS, Service, event, fact, start_service, stop_service
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -181,3 +183,43 @@ def test_healthz_and_readyz_of_a_service_that_applies(service: Service) -> None:
     health = httpx.get(f"{service.url}/healthz")
     assert health.status_code == 200 and health.json()["status"] == "ok", health.text
 
+
+
+def test_healthz_fails_while_acknowledged_writes_are_not_applied(
+        kafka: KafkaUnderTest, tmp_path: Path) -> None:
+    from memstack.pipelines.fault_hooks import BATCH_DELAY_VARIABLE
+
+    settings = settings_on_fresh_topics(kafka, tmp_path / "home", "t-stuck")
+    delay = tmp_path / "batch-delay"
+    delay.write_text("")
+    service = start_service(settings, tmp_path / "serve.log", "--after-timeout", "2",
+                            env={BATCH_DELAY_VARIABLE: str(delay)})
+    try:
+        assert httpx.get(f"{service.url}/healthz").status_code == 200
+        delay.write_text("15")  # the next batch waits 15 s before it is applied
+        with service.client() as client:
+            body = client.post("/v1/tenants/acme/events", json={
+                "events": [event("acme", "s-stuck", "written, not yet applied")]}).json()
+        partition = body["written"][0]["partition"]
+        failing = _health_until(service, 503, within_s=12)
+        assert failing["status"] == "failing", failing
+        stuck = failing["partitions"][f"p{partition}"]
+        assert stuck["assigned"] is True and stuck["lag"] == 1, failing
+        assert "not applied" in stuck["why"]
+        ready = httpx.get(f"{service.url}/readyz")
+        assert ready.status_code == 503 and "failing" in ready.json()["reasons"], ready.text
+        delay.write_text("")
+        assert _health_until(service, 200, within_s=30)["status"] == "ok"
+    finally:
+        assert stop_service(service) == 0, service.log_tail()
+
+
+def _health_until(service: Service, status: int, within_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while True:
+        answer = httpx.get(f"{service.url}/healthz")
+        if answer.status_code == status or time.monotonic() > deadline:
+            assert answer.status_code == status, answer.text
+            body: dict[str, Any] = answer.json()
+            return body
+        time.sleep(0.25)
