@@ -268,13 +268,16 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
 
 @contextmanager
 def bound_socket(host: str, port: int) -> Iterator[socket.socket]:
-    """A socket bound to ``host:port`` (uvicorn listens on it later), closed on leaving;
-    :class:`PortTakenError` when the port is taken."""
+    """A socket listening on ``host:port`` (uvicorn serves it once the worker is ready;
+    connections wait in the backlog until then), closed on leaving; :class:`PortTakenError`
+    when the port is taken. Listening at once holds the port: two sockets with SO_REUSEADDR
+    may both be bound to one port until one listens."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)
     except OSError as exc:
         sock.close()
         raise PortTakenError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); stop "
