@@ -128,11 +128,11 @@ def run_router(settings: Settings, root: Path | None, peers: list[str], host: st
                after_timeout_s: float) -> int:
     """Serve the read API over every shard until SIGINT/SIGTERM."""
     from memstack.pipelines.log_reader import end_offsets
-    from memstack.server.api_keys import ApiKeys
+    from memstack.server.api_keys import LiveApiKeys
     from memstack.server.router.app import router_app
     from memstack.server.router.fanout import Fanout
 
-    keys = ApiKeys.from_env()
+    keys = LiveApiKeys()  # the keys file re-read when it changes, as by memstack serve
     fanout = Fanout(discover_workers(sharded_root(settings, root), peers),
                     sorted(end_offsets(settings.bootstrap, settings.events_topic)))
     app = router_app(fanout, keys, after_timeout_s=after_timeout_s)

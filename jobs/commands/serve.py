@@ -92,10 +92,10 @@ def _read_only(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from memstack.pipelines.stores.bundle import Stores, stores_dir
-    from memstack.server.api_keys import ApiKeys
+    from memstack.server.api_keys import LiveApiKeys
     from memstack.server.app import create_app
 
-    keys = ApiKeys.from_env()  # fail before opening anything when no keys are configured
+    keys = LiveApiKeys()  # fails before opening anything when no keys are configured
     directory = args.stores or stores_dir(settings)
     from memstack.pipelines.embedding import encoder_kind_for, make_encoder
 

@@ -1,8 +1,9 @@
 """Hard edges of a running ``memstack serve`` (issue #28, found by a hostile tester).
 
 - A second service on the same deployment (same topic prefix, another home; or the same
-  home), or one whose port is taken, exits non-zero within 10 s without taking a partition, and
-  the first goes on applying every partition (``after=`` reads answer in under a second).
+  home), a ``memstack run`` worker beside it, or a service whose port is taken, exits
+  non-zero within 10 s without taking a partition, and the first goes on applying every
+  partition (``after=`` reads answer in under a second).
 - No client-supplied string forges a log line: a forget of a session id holding newlines, NUL
   and a fake ERROR record leaves no raw control character in the service's log.
 - ``/healthz`` answers 503 naming the partition while acknowledged writes wait unapplied
@@ -35,16 +36,17 @@ pytestmark = pytest.mark.timeout(600)
 FORGED = "2026-12-04 01:00:00,000 ERROR memstack.forged: FORGED LINE"
 
 
-def _second_service(settings: Settings, port: int, log: Path) -> tuple[int | None, float, str]:
-    """Run ``memstack serve --port PORT`` on ``settings``; its exit code (None: still running
-    after 10 s, then killed), the seconds it ran and its output."""
+def _second_service(settings: Settings, port: int, log: Path,
+                    command: tuple[str, ...] = ("serve",)) -> tuple[int | None, float, str]:
+    """Run ``memstack serve --port PORT`` (or ``command``) on ``settings``; its exit code
+    (None: still running after 10 s, then killed), the seconds it ran and its output."""
     env = {**worker_env(settings), "MEMSTACK_API_KEYS_FILE": "",
            "MEMSTACK_API_KEYS": f"{KEYS['acme']}:acme"}
     started = time.monotonic()
     with log.open("wb") as out:
-        child = subprocess.Popen([sys.executable, "-m", "memstack.cli", "serve", "--port",
-                                  str(port)], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=out)
+        argv = [*command, "--port", str(port)] if command == ("serve",) else list(command)
+        child = subprocess.Popen([sys.executable, "-m", "memstack.cli", *argv], env=env,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out)
     try:
         code: int | None = child.wait(timeout=10)
     except subprocess.TimeoutExpired:
@@ -100,6 +102,11 @@ def test_a_second_service_exits_and_the_first_keeps_every_partition(
     code, took, out = _second_service(service.settings, port, tmp_path / "same.log")
     assert code is not None and code != 0 and took < 10.0, out[-3000:]
     assert "holds the lease" in out, out[-3000:]
+
+    code, took, out = _second_service(other_home, port, tmp_path / "run.log",
+                                      ("run", "--until-caught-up"))  # a worker, not a service
+    assert code is not None and code != 0 and took < 10.0, out[-3000:]
+    assert "another live worker owns its partitions" in out, out[-3000:]
 
     assert httpx.get(f"{service.url}/healthz").status_code == 200
     _applies_every_partition(service)
