@@ -8,6 +8,7 @@
   and a fake ERROR record leaves no raw control character in the service's log.
 - ``/healthz`` answers 503 naming the partition while acknowledged writes wait unapplied
   past the ``after=`` timeout (a worker slowed by the fault hook), and 200 once applied.
+- A restart after kill -9 waits for the dead process's group member to expire, then serves.
 - API keys are live: a key added to the keys file works within a second, a revoked one is
   refused (401) within a second, without a restart.
 """
@@ -230,3 +231,22 @@ def _health_until(service: Service, status: int, within_s: float) -> dict[str, A
             body: dict[str, Any] = answer.json()
             return body
         time.sleep(0.25)
+
+
+def test_a_restart_after_kill_9_waits_out_the_dead_member(
+        kafka: KafkaUnderTest, tmp_path: Path) -> None:
+    settings = settings_on_fresh_topics(kafka, tmp_path / "home", "t-restart")
+    first = start_service(settings, tmp_path / "first.log")
+    first.process.kill()
+    first.process.wait()
+    second = start_service(settings, tmp_path / "second.log")
+    try:
+        log = second.log.read_text()  # its lease was asked ~2 s after the kill, the dead
+        assert "waiting for the broker to expire it" in log, log[-3000:]  # member lives 6 s
+        with second.client() as client:
+            body = client.post("/v1/tenants/acme/events", json={
+                "events": [event("acme", "s-restart", "after the restart")]}).json()
+            assert client.get("/v1/tenants/acme/records", params={
+                "after": body["position"], "session": "s-restart"}).status_code == 200
+    finally:
+        assert stop_service(second) == 0, second.log_tail()
