@@ -129,6 +129,11 @@ CASES = [
          "scope"),
     Case("forget of a bad scope", lambda c: c.post("/v1/tenants/acme/forget", json={
         "scope": {"type": "galaxy"}}), 422, "scope"),
+    Case("forget, deep JSON", post(b'{"scope": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                                   path="/v1/tenants/acme/forget"), 400, "body"),
+    Case("forget, deep scope", post(b'{"scope": {"type": "session", "session": "s", "x": '
+                                    + b'{"a": ' * 300 + b"1" + b"}" * 300 + b"}}",
+                                    path="/v1/tenants/acme/forget"), 422, ""),
     Case("a forget among events", post(_bad_event(kind="forget_requested", payload={
         "scope": {"type": "session", "session": "s"}})), 422, "kind"),
 ]
