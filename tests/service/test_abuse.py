@@ -191,3 +191,43 @@ def test_the_mcp_endpoint_answers_a_wrong_key_with_the_problem(service: Service)
     body = answer.json()
     assert body["id"] == 7 and body["error"]["message"].startswith("unauthorized: ")
     assert body["error"]["data"]["status"] == 401
+
+
+HOSTILE = ["", " ", "\x00", "a" * 300, "-1", "0", "1e309", "NaN", "now", "%", "\\", "*",
+           "'; DROP TABLE records;--", "\u202e", "0:0,0:1", "0:-1", " 0 : 1 ", "1:0",
+           "0:9223372036854775807", "2147483647:5", "1970-01-01", "2024-13-45", "+inf",
+           "0001-01-01T00:00:00Z", "9999-12-31", "user:ana\x00", "bm25", "e0-0"]
+READS = {
+    "facts": ["valid", "known", "subject", "relation", "after"],
+    "history": ["subject", "relation", "valid", "known"],
+    "search": ["text", "k", "kind", "session", "subject", "mode", "valid", "known"],
+    "records": ["session", "start", "end", "limit", "valid", "known"],
+    "context": ["text", "budget_tokens", "session", "subject", "valid", "known"],
+    "subjects": ["after"],
+}
+REQUIRED = {"history": {"subject": "user:ana"}, "search": {"text": "bike"},
+            "context": {"text": "bike"}}
+
+
+def test_every_read_parameter_with_hostile_values(service: Service) -> None:
+    """Each read route's every parameter with each hostile value: no 5xx, errors problems."""
+    from urllib.parse import quote
+
+    bad = []
+    with service.client() as client:
+        for route, params in READS.items():
+            for param in params:
+                for value in HOSTILE:
+                    answer = client.get(f"/v1/tenants/acme/{route}",
+                                        params={**REQUIRED.get(route, {}), param: value})
+                    if answer.status_code >= 500 or (answer.status_code >= 400 and answer.headers[
+                            "content-type"] != "application/problem+json"):
+                        bad.append((route, param, value[:30], answer.status_code,
+                                    answer.text[:200]))
+        for route in ("events", "forget"):
+            for value in HOSTILE:
+                if value.strip():
+                    answer = client.get(f"/v1/tenants/acme/{route}/{quote(value, safe='')}")
+                    if answer.status_code >= 500:
+                        bad.append((route, value[:30], answer.status_code, answer.text[:200]))
+    assert not bad, "\n".join(map(str, bad))
