@@ -56,6 +56,8 @@ def _bad_event(**changes: Any) -> bytes:
     return _events({**event("acme", "s-abuse", "x"), **changes})
 
 
+FORGET_HEAD = b'{"scope": {"type": "session", "session": "s-none"}, "reason": "'
+
 CASES = [
     Case("10 MB body", post(b'{"events": [' + b" " * 10_000_000 + b"]}"), 413, "body"),
     Case("10 MB body, no length", lambda c: c.post(EVENTS, headers=JSON, content=iter(
@@ -73,6 +75,13 @@ CASES = [
     Case("no content type", post(_events(event("acme", "s-abuse", "x")), {}), 415,
          "content-type"),
     Case("multipart", lambda c: c.post(EVENTS, files={"f": b"1"}), 415, "content-type"),
+    Case("10 MB forget", post(FORGET_HEAD + b"r" * 10_000_000 + b'"}',
+                              path="/v1/tenants/acme/forget"), 413, "body"),
+    Case("10 MB forget, no length", lambda c: c.post(
+        "/v1/tenants/acme/forget", headers=JSON, content=iter(
+            [FORGET_HEAD] + [b"r" * 1_000_000] * 10 + [b'"}'])), 413, "body"),
+    Case("10 MB to /mcp", post(b'{"jsonrpc": "2.0", "id": 1, "method": "' + b"m" * 10_000_000
+                               + b'"}', path="/mcp"), 413, "body"),
     Case("form to forget", lambda c: c.post("/v1/tenants/acme/forget", data={"a": "1"}), 422,
          "body"),
     Case("k=0", get("/v1/tenants/acme/search", text="x", k=0), 422, "k"),
