@@ -79,7 +79,8 @@ class _Server(uvicorn.Server):
 
 
 def _http_service(server: _Server, on_listening: Any,
-                  sockets: list[socket.socket] | None = None) -> type:
+                  sockets: list[socket.socket] | None = None,
+                  on_draining: Callable[[], None] = lambda: None) -> type:
     import mode
 
     class HttpService(mode.Service):
@@ -95,6 +96,7 @@ def _http_service(server: _Server, on_listening: Any,
             on_listening(server)
 
         async def on_stop(self) -> None:
+            on_draining()  # waiting after= reads answer 503 now, not 500 when cut off
             server.should_exit = True
             if self.serving is not None:
                 await self.serving
@@ -118,7 +120,7 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
         return Position(live.processor.applied_offsets(), forgetting.next_offsets)
 
     gate = ReadWriteGate(options.read_concurrency, options.search_concurrency)
-    watch = AppliedWatch(applied)
+    watch = AppliedWatch(applied, _partition_counts(settings))
     feed = ChangeFeed(Position(base.applied_offsets()))
     health = _health(settings, options, live)
     writer = EventWriter(client, settings.events_topic,
@@ -164,6 +166,16 @@ def _health(settings: Settings, options: ServiceOptions, live: LiveApp) -> Servi
                          stopping=lambda: bool(live.app.should_stop),
                          stuck_after_s=options.after_timeout_s,
                          ready_max_lag=options.ready_max_lag)
+
+
+def _partition_counts(settings: Settings) -> Position:
+    """The partitions of the events and forget topics, as a position of next offset 0 each:
+    an ``after=`` naming a partition outside it is refused at once (422)."""
+    from memstack.infra.topics import describe_topics
+
+    infos = describe_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic])
+    events, forgets = (range(info.partitions) for info in infos)
+    return Position(dict.fromkeys(events, 0), dict.fromkeys(forgets, 0))
 
 
 def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
@@ -251,7 +263,7 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
                                         timeout_graceful_shutdown=10))  # logs: the root's
         live.app.service(_http_service(server, _announce(settings, directory,
                                                          base.encoder.name, service.health),
-                                       [sock]))
+                                       [sock], service.watch.drain))
         code = run_worker(live)
         if not server.started:  # the worker stopped before the API listened: not a clean stop
             code = max(code, 1)

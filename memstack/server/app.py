@@ -25,12 +25,22 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import JSONResponse
 
-from memstack.pipelines.stores.errors import StoreError
 from memstack.server.api_keys import ApiKeys
-from memstack.server.deps import Known, Relation, Session, Subject, Valid, View
-from memstack.view.errors import TenantScopeError, ViewError
+from memstack.server.body_limit import DEFAULT_MAX_BYTES, BodyLimit
+from memstack.server.deps import (
+    MAX_NAME,
+    MAX_RECORDS,
+    MAX_TOKEN,
+    Known,
+    Relation,
+    Session,
+    Subject,
+    Text,
+    Valid,
+    View,
+)
+from memstack.server.problems import install_problem_handlers, problem_responses
 from memstack.view.ops import Query as Q
 from memstack.view.types import (
     Context,
@@ -53,6 +63,9 @@ StoresProvider = Callable[[], "Stores"]
 """Returns the open stores to read (called per request; must be cheap)."""
 
 API_VERSION = "1"
+
+READ_ERRORS = problem_responses(401, 403, 422, 500, 503, 504)
+"""What a read route may answer besides 200, each a problem document (docs/service.md)."""
 
 
 def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
@@ -78,7 +91,9 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
         from memstack.server.routes import add_service_routes
 
         add_service_routes(app)
-    _errors(app)
+    install_problem_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=service.limits.max_bytes if service is not None
+                       else DEFAULT_MAX_BYTES)
     app.get("/healthz", tags=["service"])(_health)
     app.get("/readyz", tags=["service"])(_ready)
     _mount_inspector(app)
@@ -127,59 +142,52 @@ def _ready(request: Request) -> JSONResponse:
 def _routes(app: FastAPI) -> None:
     prefix = "/v1/tenants/{tenant}"
 
-    @app.get(f"{prefix}/facts", response_model=FactsAnswer, tags=["query"])
+    @app.get(f"{prefix}/facts", response_model=FactsAnswer, tags=["query"],
+             responses=READ_ERRORS)
     def facts(view: View, valid: Valid = None, known: Known = None, subject: Subject = None,
               relation: Relation = None) -> Any:
         """Fact values valid at ``valid`` as known at ``known`` (both default to now)."""
         return view.run(Q("facts", valid, known, subject=subject, relation=relation))
 
-    @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"])
-    def history(view: View, subject: Annotated[str, Query(description="Fact subject")],
+    @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"],
+             responses=READ_ERRORS)
+    def history(view: View, subject: Annotated[str, Query(description="Fact subject",
+                                                          max_length=MAX_NAME)],
                 relation: Relation = None, valid: Valid = None, known: Known = None) -> Any:
         """Every version of a subject's facts with both intervals, as the timeline was known."""
         return view.run(Q("history", valid, known, subject=subject, relation=relation))
 
-    @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"])
-    def search(view: View, text: Annotated[str, Query(min_length=1)],
-               k: Annotated[int, Query(ge=1, le=1000)] = 10,
-               kind: Annotated[list[str] | None, Query()] = None, session: Session = None,
+    @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"],
+             responses=READ_ERRORS)
+    def search(view: View, text: Text, k: Annotated[int, Query(ge=1, le=1000)] = 10,
+               kind: Annotated[list[str] | None, Query(max_length=16)] = None,
+               session: Session = None,
                subject: Subject = None, mode: SearchMode = "hybrid", valid: Valid = None,
                known: Known = None) -> Any:
         """Hybrid search (BM25 + vector, RRF) over the rows that answer as of; with provenance."""
         return view.run(Q("search", valid, known, subject=subject, text=text, k=k,
                           kinds=tuple(kind or ()), session=session, mode=mode))
 
-    @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"])
+    @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"],
+             responses=READ_ERRORS)
     def records(view: View, session: Session = None,
-                start: Annotated[str | None, Query(description="occurred at or after")] = None,
-                end: Annotated[str | None, Query(description="occurred before")] = None,
-                limit: Annotated[int | None, Query(ge=1)] = None, valid: Valid = None,
+                start: Annotated[str | None, Query(description="occurred at or after",
+                                                   max_length=MAX_TOKEN)] = None,
+                end: Annotated[str | None, Query(description="occurred before",
+                                                 max_length=MAX_TOKEN)] = None,
+                limit: Annotated[int | None, Query(ge=1, le=MAX_RECORDS)] = None,
+                valid: Valid = None,
                 known: Known = None) -> Any:
         """Raw records in log order."""
         return view.run(Q("records", valid, known, session=session, start=start, end=end,
                           limit=limit))
 
-    @app.get(f"{prefix}/context", response_model=Context, tags=["query"])
-    def context(view: View, text: Annotated[str, Query(min_length=1)],
+    @app.get(f"{prefix}/context", response_model=Context, tags=["query"],
+             responses=READ_ERRORS)
+    def context(view: View, text: Text,
                 budget_tokens: Annotated[int, Query(ge=1, le=1_000_000)] = 2000,
                 session: Session = None, subject: Subject = None, valid: Valid = None,
                 known: Known = None) -> Any:
         """A prompt-ready context under a token budget, with provenance per item."""
         return view.run(Q("context", valid, known, subject=subject, text=text,
                           session=session, budget_tokens=budget_tokens))
-
-
-def _errors(app: FastAPI) -> None:
-    @app.exception_handler(TenantScopeError)
-    def _scope(_: Request, exc: TenantScopeError) -> JSONResponse:
-        log.error("tenant scope violation: %s", exc)
-        return JSONResponse({"detail": "internal error"}, status_code=500)
-
-    @app.exception_handler(ViewError)
-    def _view(_: Request, exc: ViewError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
-
-    @app.exception_handler(StoreError)
-    def _store(_: Request, exc: StoreError) -> JSONResponse:
-        log.error("store error: %s", exc)
-        return JSONResponse({"detail": str(exc)}, status_code=503)
