@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse
 
 from memstack.server.api_keys import ApiKeys
 from memstack.server.body_limit import DEFAULT_MAX_BYTES, BodyLimit
