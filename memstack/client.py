@@ -18,6 +18,12 @@ from kafka.errors import KafkaError
 
 from memstack.foundation.builders import Defaults, EventBuilder, LogEncoder, checked_all
 from memstack.foundation.errors import BrokerUnavailableError, MemstackError
+from memstack.foundation.kafka_connect import (
+    authorization_error,
+    check_connection,
+    client_options,
+    explain,
+)
 from memstack.foundation.keystore import KeyStore
 from memstack.foundation.settings import Settings
 from memstack.foundation.telemetry import maybe, memory_tracer
@@ -72,13 +78,15 @@ def written_of(event_id: str, meta: Any) -> Written:
 
 
 def not_acknowledged(event_id: str, exc: BaseException) -> EmitError:
-    return EmitError(f"event {event_id} was not acknowledged: {exc}")
+    return EmitError(f"event {event_id} was not acknowledged: {explain(exc)}")
 
 
 def open_producer(settings: Settings, overrides: dict[str, Any]) -> KafkaProducer:
-    """The idempotent ``acks=all`` producer of both clients, or a clear broker error."""
+    """The idempotent ``acks=all`` producer of both clients, or a clear broker error: with TLS
+    or SASL, a refused handshake or login fails here, naming the setting to fix."""
+    check_connection(settings.bootstrap, settings.kafka_security)
     try:
-        return KafkaProducer(bootstrap_servers=settings.bootstrap,
+        return KafkaProducer(**client_options(settings.bootstrap, settings.kafka_security),
                              **{**PRODUCER_CONFIG, **overrides})
     except KafkaError as exc:
         raise BrokerUnavailableError(
@@ -123,7 +131,11 @@ class MemoryClient(EventBuilder):
             record = self.encoder.encode(event)
             if record.is_forget:
                 self._producer.flush()
-            future = self._producer.send(record.topic, key=record.key, value=record.value)
+            try:
+                future = self._producer.send(record.topic, key=record.key, value=record.value)
+            except KafkaError as exc:  # e.g. an ACL denial, raised before anything is sent
+                raise (authorization_error(exc, self.settings.kafka_security)
+                       or not_acknowledged(record.event.event_id, exc)) from exc
         return PendingEmit(record.event.event_id, future)
 
     def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[PendingEmit]:

@@ -18,6 +18,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.kafka_connect import client_options
 from memstack.operators.log import LogPosition
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class LogRecord:
 
 def open_consumer(bootstrap: str, **overrides: object) -> KafkaConsumer:
     config: dict[str, object] = {
-        "bootstrap_servers": bootstrap,
+        **client_options(bootstrap),
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
         "fetch_max_bytes": 64 * 1024 * 1024,
