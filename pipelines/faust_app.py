@@ -27,7 +27,7 @@ import faust
 from faust.types import TP, EventT, StreamT
 from kafka import TopicPartition
 
-from memstack.foundation.kafka_security import KafkaSecurity
+from memstack.foundation.kafka_security import KafkaSecurity, UnprintedStr
 from memstack.foundation.settings import Settings
 from memstack.pipelines import dlq
 from memstack.pipelines.commit_path import CommitPath
@@ -173,7 +173,7 @@ def faust_credentials(security: KafkaSecurity) -> faust.SASLCredentials | faust.
     if security.uses_sasl:
         return faust.SASLCredentials(
             username=security.username, ssl_context=context, mechanism=security.mechanism,
-            password=security.password.reveal() if security.password else None)
+            password=UnprintedStr(security.password.reveal()) if security.password else None)
     if context is not None:
         return faust.SSLCredentials(context)
     return None

@@ -19,7 +19,6 @@ from kafka import errors as kafka_errors
 from memstack.foundation.errors import (
     BrokerUnavailableError,
     ConfigError,
-    KafkaAuthorizationError,
     KafkaSecurityError,
 )
 from memstack.foundation.kafka_security import (
@@ -193,14 +192,6 @@ def _resources(exc: BaseException) -> str:
     names = [a for arg in exc.args for a in (arg if isinstance(arg, (set, list, tuple))
                                                else [arg])]
     return ", ".join(sorted(str(n) for n in names))
-
-
-def authorization_error(exc: BaseException,
-                        security: KafkaSecurity | None = None) -> KafkaAuthorizationError | None:
-    """A :class:`KafkaAuthorizationError` when ``exc`` is an ACL denial, else None."""
-    if isinstance(exc, kafka_errors.AuthorizationError):
-        return KafkaAuthorizationError(explain(exc, security))
-    return None
 
 
 _HOSTNAME_MISMATCH = 62  # X509_V_ERR_HOSTNAME_MISMATCH

@@ -73,6 +73,17 @@ class Secret:
         return hash(self._value)
 
 
+class UnprintedStr(str):
+    """The password as the client libraries need it, a real ``str``, whose ``repr`` is
+    ``'***'``: kafka-python logs its whole configuration at DEBUG (``%s`` of a dict, so the
+    values' reprs), and this keeps the password out of that line."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
 @dataclass(frozen=True)
 class KafkaSecurity:
     """The security settings of every Kafka connection memstack opens."""
@@ -85,6 +96,8 @@ class KafkaSecurity:
     cert_file: Path | None = None
     key_file: Path | None = None
     check_hostname: bool = True
+    password_file: Path | None = None
+    """Where the password was read from, if from a file (a child process is told the file)."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -97,6 +110,7 @@ class KafkaSecurity:
         mechanism = (env.get(MECHANISM_VAR) or "").strip().upper() or None
         return cls(protocol=protocol, mechanism=mechanism,
                    username=env.get(USERNAME_VAR) or None, password=_password(env),
+                   password_file=_path(env, PASSWORD_FILE_VAR),
                    ca_file=_path(env, CA_FILE_VAR), cert_file=_path(env, CERT_FILE_VAR),
                    key_file=_path(env, KEY_FILE_VAR),
                    check_hostname=_flag(env, CHECK_HOSTNAME_VAR, default=True))
@@ -118,6 +132,18 @@ class KafkaSecurity:
         if self.uses_tls and self.ca_file is not None:
             parts.append(f"CA {self.ca_file}")
         return ", ".join(parts)
+
+    def to_env(self) -> dict[str, str]:
+        """The ``MEMSTACK_KAFKA_*`` variables that make a child process use these settings
+        (the password by its file when it came from one). Every variable is present, empty
+        when unset, so a child does not inherit another definition."""
+        password = "" if self.password is None or self.password_file else self.password.reveal()
+        return {PROTOCOL_VAR: self.protocol, MECHANISM_VAR: self.mechanism or "",
+                USERNAME_VAR: self.username or "", PASSWORD_VAR: password,
+                PASSWORD_FILE_VAR: str(self.password_file or ""),
+                CA_FILE_VAR: str(self.ca_file or ""), CERT_FILE_VAR: str(self.cert_file or ""),
+                KEY_FILE_VAR: str(self.key_file or ""),
+                CHECK_HOSTNAME_VAR: "1" if self.check_hostname else "0"}
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of SSL and SASL_SSL connections (None for the others); one
@@ -147,7 +173,8 @@ class KafkaSecurity:
         if self.uses_sasl:
             options["sasl_mechanism"] = self.mechanism
             options["sasl_plain_username"] = self.username
-            options["sasl_plain_password"] = self.password.reveal() if self.password else None
+            options["sasl_plain_password"] = (UnprintedStr(self.password.reveal())
+                                              if self.password else None)
         return options
 
     def flink_properties(self) -> dict[str, str]:

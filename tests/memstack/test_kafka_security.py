@@ -112,3 +112,22 @@ def test_settings_from_env_read_the_security(ca: Path, monkeypatch: pytest.Monke
     for key, value in scram_env(ca).items():
         monkeypatch.setenv(key, value)
     assert Settings.from_env().kafka_security.username == "svc"
+
+
+def test_a_child_process_is_given_the_same_settings(ca: Path, tmp_path: Path) -> None:
+    sec = KafkaSecurity.from_env(scram_env(ca))
+    assert KafkaSecurity.from_env(sec.to_env()) == sec
+    (tmp_path / "pw").write_text(PASSWORD)
+    by_file = KafkaSecurity(sec.protocol, sec.mechanism, "svc", Secret(PASSWORD), ca_file=ca,
+                            password_file=tmp_path / "pw")
+    env = by_file.to_env()
+    assert PASSWORD not in env.values()
+    assert KafkaSecurity.from_env(env).password == Secret(PASSWORD)
+    assert KafkaSecurity().to_env()["MEMSTACK_KAFKA_SECURITY_PROTOCOL"] == "PLAINTEXT"
+
+
+def test_the_password_handed_to_kafka_python_prints_as_stars(ca: Path) -> None:
+    """kafka-python logs its configuration dict at DEBUG: the value's repr must hide it."""
+    options = KafkaSecurity.from_env(scram_env(ca)).kafka_python()
+    assert options["sasl_plain_password"] == PASSWORD
+    assert PASSWORD not in repr(options) and PASSWORD not in str(options)
