@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
+from memstack.foundation.kafka_security import KafkaSecurity
 from memstack.infra.errors import TopicConfigMismatchError, TopicError
 from memstack.infra.net import admin_client
 
@@ -80,17 +81,19 @@ def topic_specs(prefix: str, partitions: int = 3) -> list[TopicSpec]:
 
 
 def ensure_topics(bootstrap: str, prefix: str, partitions: int = 3,
-                  *, timeout_s: float = 30.0) -> list[str]:
+                  *, timeout_s: float = 30.0, security: KafkaSecurity | None = None) -> list[str]:
     """Create memstack's topics under ``prefix`` unless they exist; return all their names."""
     specs = topic_specs(prefix, partitions)
-    apply_topic_specs(bootstrap, specs, timeout_s=timeout_s)
+    apply_topic_specs(bootstrap, specs, timeout_s=timeout_s, security=security)
     return [s.name for s in specs]
 
 
 def apply_topic_specs(bootstrap: str, specs: Sequence[TopicSpec],
-                      *, timeout_s: float = 30.0) -> TopicsResult:
-    """Create the missing topics of ``specs`` and verify the existing ones against their spec."""
-    with admin_client(bootstrap, timeout_s) as client:
+                      *, timeout_s: float = 30.0,
+                      security: KafkaSecurity | None = None) -> TopicsResult:
+    """Create the missing topics of ``specs`` and verify the existing ones against their spec.
+    ``security``: how to authenticate (default: the process's ``MEMSTACK_KAFKA_*``)."""
+    with admin_client(bootstrap, timeout_s, security) as client:
         new = [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
                for s in specs]
         response = client.create_topics(new, timeout_ms=int(timeout_s * 1000),
@@ -160,10 +163,11 @@ def _read_configs(client: KafkaAdminClient, name: str, keys: Sequence[str] | Non
 
 
 def describe_topics(bootstrap: str, names: Sequence[str], *, timeout_s: float = 10.0,
-                    all_configs: bool = False) -> list[TopicInfo]:
+                    all_configs: bool = False,
+                    security: KafkaSecurity | None = None) -> list[TopicInfo]:
     """Describe ``names``: existence, partition count and configs (those set on the topic,
     or every effective config with ``all_configs``)."""
-    with admin_client(bootstrap, timeout_s) as client:
+    with admin_client(bootstrap, timeout_s, security) as client:
         config_filter = "all" if all_configs else "modified"
         present = set(client.list_topics())
         counts = _partition_counts(client, [n for n in names if n in present])
