@@ -45,7 +45,7 @@ class AclRule:
 
     def line(self, principal: str) -> str:
         """As ``kafka-acls`` would be told it."""
-        ops = " ".join(f"--operation {op.replace('_', '')}" for op in self.operations)
+        ops = " ".join(f"--operation {_pascal(op)}" for op in self.operations)
         if self.resource == "CLUSTER":
             target = "--cluster"
         else:
@@ -53,6 +53,11 @@ class AclRule:
             if self.pattern == "PREFIXED":
                 target += " --resource-pattern-type prefixed"
         return f"kafka-acls --add --allow-principal {principal} {ops} {target}"
+
+
+def _pascal(name: str) -> str:
+    """``DESCRIBE_CONFIGS`` as kafka-acls spells it: ``DescribeConfigs``."""
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def role_acls(prefix: str) -> dict[str, list[AclRule]]:

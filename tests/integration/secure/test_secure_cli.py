@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from memstack.client import MemoryClient
 from memstack.foundation.errors import KafkaAuthorizationError
+from memstack.foundation.settings import Settings
+from memstack.infra.acls import acl_lines
+from memstack.infra.console import run_tool
 from memstack.infra.net import free_port_pair
+from memstack.infra.topics import ensure_topics
 from memstack.jobs.commands import infra as infra_command
 from memstack.jobs.commands import topics as topics_command
 from tests.integration.secure.conftest import SecureKafka
@@ -111,3 +117,26 @@ def test_infra_up_secure_starts_a_broker_with_roles(
         assert '"ready": true' in capsys.readouterr().out
     finally:
         assert cli_main(["infra", "down"]) == 0
+
+
+def test_the_printed_acls_applied_with_kafka_acls_let_the_agent_write(
+        secure_kafka: SecureKafka, tmp_path: Path) -> None:
+    """``memstack topics acls`` prints commands Kafka's own AclCommand accepts; its client
+    properties are the Flink connector's (``flink_properties``), so those are proven too."""
+    prefix = f"acl-{uuid.uuid4().hex[:8]}"
+    admin = secure_kafka.security.client("admin")
+    ensure_topics(secure_kafka.bootstrap, prefix, 3, security=admin)
+    config = tmp_path / "admin.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in admin.flink_properties().items()))
+    lines = [line for line in acl_lines(prefix, secure_kafka.security.principals())
+             if line.startswith("kafka-acls") and "memstack-agent" in line]
+    assert len(lines) == 3
+    for line in lines:
+        run_tool("org.apache.kafka.tools.AclCommand",
+                 [*shlex.split(line)[1:], "--bootstrap-server", secure_kafka.bootstrap,
+                  "--command-config", str(config)])
+    agent = Settings(home=tmp_path, bootstrap=secure_kafka.bootstrap, topic_prefix=prefix,
+                     kafka_security=secure_kafka.security.client("agent"))
+    with MemoryClient("acme", "agent", settings=agent) as client:
+        [written] = client.emit_confirmed([client.events.note("s1", "allowed now")])
+    assert written.topic == f"{prefix}.events"
