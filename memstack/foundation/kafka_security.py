@@ -177,9 +177,12 @@ class KafkaSecurity:
                                               if self.password else None)
         return options
 
-    def flink_properties(self) -> dict[str, str]:
-        """The Kafka client properties of the Flink connector (without the ``properties.``
-        prefix of a table's options). They hold the password: never log them."""
+    def flink_properties(self, shaded: str = "") -> dict[str, str]:
+        """Kafka client properties (Java), as the Flink connector takes them (without the
+        ``properties.`` prefix of a table's options). ``shaded``: the package prefix under which
+        a connector jar relocates Kafka's classes, as the JAAS login module is named by class
+        (``flink-sql-connector-kafka``: ``org.apache.flink.kafka.shaded.``). They hold the
+        password: never log them."""
         props = {"security.protocol": self.protocol}
         if self.uses_tls:
             if self.ca_file is not None:
@@ -192,9 +195,9 @@ class KafkaSecurity:
             if not self.check_hostname:
                 props["ssl.endpoint.identification.algorithm"] = ""
         if self.uses_sasl:
-            module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
-                      if self.mechanism == "PLAIN"
-                      else "org.apache.kafka.common.security.scram.ScramLoginModule")
+            module = shaded + ("org.apache.kafka.common.security.plain.PlainLoginModule"
+                               if self.mechanism == "PLAIN"
+                               else "org.apache.kafka.common.security.scram.ScramLoginModule")
             password = self.password.reveal() if self.password else ""
             props["sasl.mechanism"] = str(self.mechanism)
             props["sasl.jaas.config"] = (f'{module} required username="{_jaas(self.username)}" '

@@ -33,6 +33,10 @@ def offsets_option(offsets: Mapping[int, int]) -> str:
     return ";".join(f"partition:{p},offset:{o}" for p, o in sorted(offsets.items()))
 
 
+CONNECTOR_SHADED = "org.apache.flink.kafka.shaded."
+"""Where flink-sql-connector-kafka relocates Kafka's classes (the JAAS login module's name)."""
+
+
 def source_ddl(table: str, bootstrap: str, bounds: Bounds) -> str:
     """CREATE TABLE for the bounded, metadata-carrying Kafka source (with the connection's
     security properties: the statement holds the password; never log it)."""
@@ -45,7 +49,8 @@ def source_ddl(table: str, bootstrap: str, bounds: Bounds) -> str:
         "properties.isolation.level": "read_committed",
         "properties.client.id.prefix": "memstack-replay",
         # the one security definition (MEMSTACK_KAFKA_*): holds the password, never logged
-        **{f"properties.{k}": v for k, v in security_of(None).flink_properties().items()},
+        **{f"properties.{k}": v
+           for k, v in security_of(None).flink_properties(CONNECTOR_SHADED).items()},
         "scan.startup.mode": "specific-offsets",
         "scan.startup.specific-offsets": offsets_option(bounds.start),
         "scan.bounded.mode": "specific-offsets",

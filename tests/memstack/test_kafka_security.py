@@ -131,3 +131,12 @@ def test_the_password_handed_to_kafka_python_prints_as_stars(ca: Path) -> None:
     options = KafkaSecurity.from_env(scram_env(ca)).kafka_python()
     assert options["sasl_plain_password"] == PASSWORD
     assert PASSWORD not in repr(options) and PASSWORD not in str(options)
+
+
+def test_the_flink_connector_names_its_shaded_login_module(ca: Path) -> None:
+    from memstack.pipelines.replay.source import CONNECTOR_SHADED
+
+    jaas = KafkaSecurity.from_env(scram_env(ca)).flink_properties(CONNECTOR_SHADED)[
+        "sasl.jaas.config"]
+    assert jaas.startswith("org.apache.flink.kafka.shaded.org.apache.kafka.common.security."
+                           "scram.ScramLoginModule required ")
