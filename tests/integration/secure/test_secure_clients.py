@@ -7,12 +7,14 @@ password appears in any captured log line, error, or the broker's own logs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from memstack.aio import AsyncMemoryClient
 from memstack.client import MemoryClient
 from memstack.foundation.errors import KafkaAuthorizationError, KafkaSecurityError
 from memstack.foundation.kafka_security import KafkaSecurity, Secret
@@ -127,3 +129,24 @@ def test_the_broker_logs_hold_no_password(secure_kafka: SecureKafka) -> None:
             if p.is_file()]
     assert logs
     assert_no_password(secure_kafka, *logs)
+
+
+def test_the_async_client_writes_and_reports_a_denied_write(
+        secure_topics: SecureTopics, debug_logs: pytest.LogCaptureFixture) -> None:
+    agent = secure_topics.settings("agent")
+    elsewhere = agent.with_(topic_prefix=secure_topics.prefix + "-no-acls")
+
+    async def scenario() -> tuple[int, str]:
+        async with AsyncMemoryClient("acme", "agent", settings=agent) as client:
+            written = await client.note("s1", "async over SASL_SSL")
+        async with AsyncMemoryClient("acme", "agent", settings=elsewhere) as denied_client:
+            with pytest.raises(KafkaAuthorizationError) as denied:
+                await denied_client.note("s1", "nowhere")
+        return written.offset, str(denied.value)
+
+    started = time.monotonic()
+    offset, message = asyncio.run(scenario())
+    assert time.monotonic() - started < 2 * FAIL_FAST_S
+    assert offset >= 0
+    assert "'memstack-agent'" in message and elsewhere.events_topic in message
+    assert_no_password(secure_topics.kafka, debug_logs.text, message)
