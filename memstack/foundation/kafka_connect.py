@@ -126,10 +126,11 @@ class _Failures(logging.Handler):
 def _check_sasl(bootstrap: str, sec: KafkaSecurity, timeout_s: float) -> None:
     failures = _Failures()
     logger = logging.getLogger("kafka")
-    level = logger.level
+    level, propagate = logger.level, logger.propagate
     logger.addHandler(failures)
-    if not logger.isEnabledFor(logging.WARNING):
+    if not logger.isEnabledFor(logging.WARNING):  # quieted (the CLI): hear it, print nothing
         logger.setLevel(logging.WARNING)
+        logger.propagate = False
     outcome: list[BaseException | None] = []
     done = threading.Event()
 
@@ -154,6 +155,7 @@ def _check_sasl(bootstrap: str, sec: KafkaSecurity, timeout_s: float) -> None:
     finally:
         logger.removeHandler(failures)
         logger.setLevel(level)
+        logger.propagate = propagate
     if done.is_set() and outcome and outcome[0] is None:
         return
     raise _sasl_error(bootstrap, sec, [*failures.seen, *(e for e in outcome if e)]) from None

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from memstack.aio import AsyncMemoryClient
 from memstack.client import MemoryClient
 from memstack.foundation.errors import KafkaAuthorizationError, KafkaSecurityError
 from memstack.foundation.kafka_security import KafkaSecurity, Secret
+from memstack.infra.preflight import require_topics
 from memstack.infra.tls import ensure_certificates
 from memstack.pipelines.log_reader import read_bounded
 from tests.integration.secure.conftest import SecureKafka, SecureTopics
@@ -150,3 +152,18 @@ def test_the_async_client_writes_and_reports_a_denied_write(
     assert offset >= 0
     assert "'memstack-agent'" in message and elsewhere.events_topic in message
     assert_no_password(secure_topics.kafka, debug_logs.text, message)
+
+
+def test_a_jobs_preflight_names_a_wrong_password(
+        secure_topics: SecureTopics, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        debug_logs: pytest.LogCaptureFixture) -> None:
+    """``memstack serve``, ``run`` and the other jobs check the connection before Faust's
+    aiokafka would retry a refused login for ever."""
+    settings = secure_topics.use(monkeypatch, "service")
+    (tmp_path / "wrong").write_text("not-the-password\n")
+    monkeypatch.setenv("MEMSTACK_KAFKA_SASL_PASSWORD_FILE", str(tmp_path / "wrong"))
+    started = time.monotonic()
+    with pytest.raises(KafkaSecurityError, match="MEMSTACK_KAFKA_SASL_PASSWORD"):
+        require_topics(settings.bootstrap, [settings.events_topic])
+    assert time.monotonic() - started < FAIL_FAST_S
+    assert_no_password(secure_topics.kafka, debug_logs.text)
