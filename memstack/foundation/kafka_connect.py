@@ -80,7 +80,7 @@ def _check_tls(host: str, port: int, sec: KafkaSecurity, timeout_s: float) -> No
                 context.wrap_socket(raw, server_hostname=host):
             return
     except ssl.SSLCertVerificationError as exc:
-        if exc.verify_code == _HOSTNAME_MISMATCH:
+        if exc.verify_code in _NAME_MISMATCH:
             raise KafkaSecurityError(
                 f"the broker at {host}:{port} presented a certificate that does not name "
                 f"{host!r} ({exc.verify_message}); connect by a name the certificate holds, or "
@@ -196,4 +196,4 @@ def _resources(exc: BaseException) -> str:
     return ", ".join(sorted(str(n) for n in names))
 
 
-_HOSTNAME_MISMATCH = 62  # X509_V_ERR_HOSTNAME_MISMATCH
+_NAME_MISMATCH = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
