@@ -105,22 +105,38 @@ _SASL_REFUSALS = (kafka_errors.SaslAuthenticationFailedError,
                   kafka_errors.IllegalSaslStateError)
 
 
+DISCONNECTS_AS_REFUSAL = 8
+"""Connections closed during the login after which the check stops listening (see
+:func:`_sasl_error`)."""
+
+
 class _Failures(logging.Handler):
     """Collects the exceptions kafka-python logs while it (re)connects; ``refused`` is set at
-    the first SASL refusal, so the check need not wait out the client's retries."""
+    the first SASL refusal, or after :data:`DISCONNECTS_AS_REFUSAL` closed connections, so the
+    check need not wait out the client's retries."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.seen: list[BaseException] = []
+        self.disconnects: set[int] = set()
         self.refused = threading.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
         args = record.args if isinstance(record.args, tuple) else ()
         for arg in args:
-            if isinstance(arg, BaseException):
-                self.seen.append(arg)
-                if isinstance(arg, _SASL_REFUSALS):
+            if not isinstance(arg, BaseException):
+                continue
+            self.seen.append(arg)
+            if isinstance(arg, _SASL_REFUSALS):
+                self.refused.set()
+            elif _is_disconnect(arg):
+                self.disconnects.add(id(arg))
+                if len(self.disconnects) >= DISCONNECTS_AS_REFUSAL:
                     self.refused.set()
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    return isinstance(exc, kafka_errors.KafkaConnectionError) and "disconnected" in str(exc)
 
 
 def _check_sasl(bootstrap: str, sec: KafkaSecurity, timeout_s: float) -> None:
@@ -169,6 +185,18 @@ def _sasl_error(bootstrap: str, sec: KafkaSecurity,
             f"the broker at {bootstrap} refused SASL {sec.mechanism} login as "
             f"{sec.username!r}: {_said(auth[-1])}; check {USERNAME_VAR} and "
             f"{PASSWORD_VAR} (or {PASSWORD_FILE_VAR}), and {MECHANISM_VAR}")
+    closed = {id(e) for e in seen if _is_disconnect(e)}
+    if len(closed) >= 2:
+        # kafka-python 3.0 drops a response that arrives with the connection's close (its
+        # transport aborts on EOF, discarding bytes read with it): a refused login then shows
+        # only as closed connections, the broker's reason lost.
+        tls = "after a good TLS handshake " if sec.uses_tls else ""
+        return KafkaSecurityError(
+            f"the broker at {bootstrap} closed the connection {tls}during each SASL "
+            f"{sec.mechanism} login as {sec.username!r} ({len(closed)} attempts), as a broker "
+            f"does when it refuses a login; check {USERNAME_VAR} and {PASSWORD_VAR} (or "
+            f"{PASSWORD_FILE_VAR}), {MECHANISM_VAR}, and that {PROTOCOL_VAR}={sec.protocol} "
+            "is the listener's protocol")
     last = _said(seen[-1]) if seen else "no answer"
     return BrokerUnavailableError(
         f"no answer from Kafka at {bootstrap} as {sec.describe()}: {last}; is "

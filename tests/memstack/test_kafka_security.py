@@ -140,3 +140,18 @@ def test_the_flink_connector_names_its_shaded_login_module(ca: Path) -> None:
         "sasl.jaas.config"]
     assert jaas.startswith("org.apache.flink.kafka.shaded.org.apache.kafka.common.security."
                            "scram.ScramLoginModule required ")
+
+
+def test_a_login_seen_only_as_closed_connections_names_the_credentials(ca: Path) -> None:
+    """kafka-python 3.0 can drop the broker's refusal when the close comes with it."""
+    from kafka.errors import KafkaConnectionError
+
+    from memstack.foundation.errors import KafkaSecurityError
+    from memstack.foundation.kafka_connect import _sasl_error
+
+    sec = KafkaSecurity.from_env(scram_env(ca))
+    closed = [KafkaConnectionError("socket disconnected") for _ in range(3)]
+    error = _sasl_error("h:1", sec, [*closed, closed[0]])
+    assert isinstance(error, KafkaSecurityError)
+    assert "(3 attempts)" in str(error) and "MEMSTACK_KAFKA_SASL_PASSWORD" in str(error)
+    assert PASSWORD not in str(error)

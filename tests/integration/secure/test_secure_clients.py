@@ -88,7 +88,9 @@ def test_a_wrong_password_fails_fast_naming_the_setting(
     assert time.monotonic() - started < FAIL_FAST_S
     message = str(refused.value)
     assert "MEMSTACK_KAFKA_SASL_PASSWORD" in message
-    assert "invalid credentials" in message  # what the broker said
+    # what the broker said, or (kafka-python drops a response that comes with the close) that
+    # it closed each login
+    assert "invalid credentials" in message or "closed the connection" in message
     assert "not-the-password" not in message + debug_logs.text
     assert_no_password(secure_topics.kafka, debug_logs.text, message)
 
