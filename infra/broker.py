@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memstack.foundation.kafka_security import KafkaSecurity
 from memstack.infra import jars
 from memstack.infra.errors import BrokerStartError, BrokerStopError, PortInUseError
+from memstack.infra.local_security import LocalSecurity
 from memstack.infra.net import can_connect, port_is_free, request_metadata
 
 log = logging.getLogger(__name__)
@@ -70,8 +72,11 @@ class KafkaBroker:
 
     def __init__(self, data_dir: Path, port: int, controller_port: int,
                  host: str = "127.0.0.1", *, heap: str = "512m",
-                 jvm_options: Sequence[str] = ()) -> None:
+                 jvm_options: Sequence[str] = (),
+                 security: LocalSecurity | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self.security = security
+        """SASL_SSL with SCRAM and ACLs (``memstack infra up --secure``); None: PLAINTEXT."""
         self.port = port
         self.controller_port = controller_port
         self.host = host
@@ -85,8 +90,14 @@ class KafkaBroker:
     def resolve_jars(self) -> Path:
         return jars.resolve_jars()
 
+    def client_security(self, role: str = "admin") -> KafkaSecurity:
+        """What a client of ``role`` needs to reach this broker (PLAINTEXT when not secure)."""
+        return self.security.client(role) if self.security else KafkaSecurity()
+
     def server_properties(self) -> dict[str, str]:
         controller = f"{self.host}:{self.controller_port}"
+        secure = (self.security.server_properties(self.host, self.port, self.controller_port)
+                  if self.security else {})
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -98,6 +109,7 @@ class KafkaBroker:
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.data_dir / LOG_DIRS),
             **SINGLE_NODE_SETTINGS,
+            **secure,
         }
 
     def is_formatted(self) -> bool:
@@ -110,14 +122,19 @@ class KafkaBroker:
         if self.is_formatted():
             return False
         cluster_id = new_cluster_id()
+        scram = self.security.scram_arguments() if self.security else []
         cmd = [*self._java_cmd("kafka.tools.StorageTool", heap="256m"), "format",
-               "--ignore-formatted", "-t", cluster_id, "-c", str(self.data_dir / CONFIG_FILE)]
+               "--ignore-formatted", "-t", cluster_id, "-c", str(self.data_dir / CONFIG_FILE),
+               *scram]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
+            output = (done.stdout + done.stderr)[-3000:]
+            for secret in self._secrets():
+                output = output.replace(secret, "***")
             raise BrokerStartError(
                 f"formatting Kafka storage in {self.data_dir / LOG_DIRS} failed "
                 f"(exit {done.returncode}); remove that folder to start afresh. Output:\n"
-                + (done.stdout + done.stderr)[-3000:]
+                + output
             )
         log.info("formatted KRaft storage in %s (cluster id %s)", self.data_dir, cluster_id)
         return True
@@ -163,7 +180,8 @@ class KafkaBroker:
 
     def is_ready(self, timeout_s: float = 3.0) -> bool:
         """True when the broker answers a metadata request with itself unfenced."""
-        return can_connect(self.host, self.port) and request_metadata(self.bootstrap, timeout_s)
+        return can_connect(self.host, self.port) and request_metadata(
+            self.bootstrap, timeout_s, self.client_security())
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the broker's log (from its last ERROR, if that is earlier) and of the
@@ -176,8 +194,20 @@ class KafkaBroker:
         return "\n".join(parts) or f"(no log in {self.data_dir})"
 
     def _write_config(self) -> None:
+        if self.security is not None:
+            self.security.ensure()
         body = "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
-        (self.data_dir / CONFIG_FILE).write_text("# written by memstack.infra.broker\n" + body)
+        path = self.data_dir / CONFIG_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold a password
+        with os.fdopen(fd, "w") as out:
+            out.write("# written by memstack.infra.broker\n" + body)
+        path.chmod(0o600)
+
+    def _secrets(self) -> list[str]:
+        if self.security is None:
+            return []
+        return [self.security.password_file(u).read_text().strip()
+                for u in self.security.users()]
 
     def _java_cmd(self, main_class: str, *, heap: str) -> list[str]:
         java = jars.java_executable()

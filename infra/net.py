@@ -11,6 +11,8 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from memstack.foundation.errors import BrokerUnavailableError
+from memstack.foundation.kafka_connect import client_options
+from memstack.foundation.kafka_security import KafkaSecurity
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +45,14 @@ def can_connect(host: str, port: int, timeout_s: float = 0.5) -> bool:
 
 
 @contextlib.contextmanager
-def admin_client(bootstrap: str, timeout_s: float = 10.0) -> Iterator[KafkaAdminClient]:
-    """A kafka-python admin client; :class:`BrokerUnavailableError` if ``bootstrap`` is down."""
+def admin_client(bootstrap: str, timeout_s: float = 10.0,
+                 security: KafkaSecurity | None = None) -> Iterator[KafkaAdminClient]:
+    """A kafka-python admin client; :class:`BrokerUnavailableError` if ``bootstrap`` is down.
+    ``security``: how to authenticate (default: the process's ``MEMSTACK_KAFKA_*`` settings)."""
     timeout_ms = int(timeout_s * 1000)
     try:
-        client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="memstack-admin",
+        client = KafkaAdminClient(**client_options(bootstrap, security),
+                                  client_id="memstack-admin",
                                   bootstrap_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms)
     except KafkaError as exc:
         raise BrokerUnavailableError(
@@ -60,10 +65,11 @@ def admin_client(bootstrap: str, timeout_s: float = 10.0) -> Iterator[KafkaAdmin
         client.close()
 
 
-def request_metadata(bootstrap: str, timeout_s: float = 3.0) -> bool:
+def request_metadata(bootstrap: str, timeout_s: float = 3.0,
+                     security: KafkaSecurity | None = None) -> bool:
     """True when the cluster answers a metadata request and lists an unfenced broker."""
     try:
-        with admin_client(bootstrap, timeout_s) as client:
+        with admin_client(bootstrap, timeout_s, security) as client:
             cluster = client.describe_cluster()
     except (BrokerUnavailableError, KafkaError, OSError) as exc:
         log.debug("metadata request to %s failed: %s", bootstrap, exc)

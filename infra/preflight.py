@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from kafka.errors import KafkaError
 
 from memstack.foundation.errors import BrokerUnavailableError
+from memstack.foundation.kafka_connect import check_connection
 from memstack.infra.errors import TopicError
 from memstack.infra.topics import describe_topics
 
@@ -21,7 +22,10 @@ class TopicMissingError(TopicError):
 
 def require_topics(bootstrap: str, names: Sequence[str], timeout_s: float = 5.0) -> None:
     """Raise :class:`BrokerUnavailableError` when nothing answers at ``bootstrap`` and
-    :class:`TopicMissingError` naming the missing topics, both within about ``timeout_s``."""
+    :class:`TopicMissingError` naming the missing topics, both within about ``timeout_s``;
+    with TLS or SASL, :class:`KafkaSecurityError` naming the setting when the broker refuses
+    this process's ``MEMSTACK_KAFKA_*`` settings."""
+    check_connection(bootstrap, timeout_s=max(timeout_s, 8.0))
     try:
         infos = describe_topics(bootstrap, names, timeout_s=timeout_s)
     except KafkaError as exc:
@@ -33,4 +37,5 @@ def require_topics(bootstrap: str, names: Sequence[str], timeout_s: float = 5.0)
         prefix = missing[0].rsplit(".", 1)[0]
         raise TopicMissingError(
             f"topic(s) {missing} do not exist at {bootstrap}; create them with `memstack infra "
-            f"up` (with MEMSTACK_TOPIC_PREFIX={prefix}), or check MEMSTACK_TOPIC_PREFIX")
+            f"up` on the local broker or `memstack topics create` on another cluster (with "
+            f"MEMSTACK_TOPIC_PREFIX={prefix}), or check MEMSTACK_TOPIC_PREFIX")

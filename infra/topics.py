@@ -14,12 +14,15 @@ from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
+from memstack.foundation.errors import KafkaAuthorizationError
+from memstack.foundation.kafka_security import KafkaSecurity
 from memstack.infra.errors import TopicConfigMismatchError, TopicError
 from memstack.infra.net import admin_client
 
 log = logging.getLogger(__name__)
 
 _TOPIC_ALREADY_EXISTS = 36
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 # The log keeps everything forever; time comes from the broker (transaction time).
 _FOREVER: Mapping[str, str] = {
@@ -80,22 +83,26 @@ def topic_specs(prefix: str, partitions: int = 3) -> list[TopicSpec]:
 
 
 def ensure_topics(bootstrap: str, prefix: str, partitions: int = 3,
-                  *, timeout_s: float = 30.0) -> list[str]:
+                  *, timeout_s: float = 30.0, security: KafkaSecurity | None = None) -> list[str]:
     """Create memstack's topics under ``prefix`` unless they exist; return all their names."""
     specs = topic_specs(prefix, partitions)
-    apply_topic_specs(bootstrap, specs, timeout_s=timeout_s)
+    apply_topic_specs(bootstrap, specs, timeout_s=timeout_s, security=security)
     return [s.name for s in specs]
 
 
 def apply_topic_specs(bootstrap: str, specs: Sequence[TopicSpec],
-                      *, timeout_s: float = 30.0) -> TopicsResult:
-    """Create the missing topics of ``specs`` and verify the existing ones against their spec."""
-    with admin_client(bootstrap, timeout_s) as client:
+                      *, timeout_s: float = 30.0,
+                      security: KafkaSecurity | None = None) -> TopicsResult:
+    """Create the missing topics of ``specs`` and verify the existing ones against their spec.
+    ``security``: how to authenticate (default: the process's ``MEMSTACK_KAFKA_*``)."""
+    with admin_client(bootstrap, timeout_s, security) as client:
         new = [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
                for s in specs]
         response = client.create_topics(new, timeout_ms=int(timeout_s * 1000),
-                                         raise_errors=False, wait_for_metadata=True)
+                                         raise_errors=False, wait_for_metadata=False)
         created, existing = _sort_outcomes(response)
+        if created:  # waited for here: kafka-python would also wait for refused topics
+            client.wait_for_topics(created, timeout_ms=int(timeout_s * 1000))
         if existing:
             _verify(client, [s for s in specs if s.name in existing])
     if created:
@@ -107,20 +114,40 @@ def _sort_outcomes(response: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     created: list[str] = []
     existing: list[str] = []
     failures: list[str] = []
+    denied: list[str] = []
     for topic in response.get("topics", []):
         code = topic.get("error_code", 0)
         if code == 0:
             created.append(topic["name"])
         elif code == _TOPIC_ALREADY_EXISTS:
             existing.append(topic["name"])
+        elif code == _TOPIC_AUTHORIZATION_FAILED:
+            denied.append(topic["name"])
         else:
             failures.append(f"{topic['name']}: error {code} {topic.get('error_message') or ''}")
+    if denied:
+        raise KafkaAuthorizationError(
+            f"the broker denied creating {', '.join(denied)} (TopicAuthorizationFailed): this "
+            "principal lacks CREATE on them; run `memstack topics create` as the admin role "
+            "(`memstack topics acls` prints its ACLs)")
     if failures:
         raise TopicError("the broker refused to create topics: " + "; ".join(failures))
     return created, existing
 
 
 def _verify(client: KafkaAdminClient, specs: Sequence[TopicSpec]) -> None:
+    problems = _problems(client, specs)
+    if problems:
+        raise TopicConfigMismatchError(
+            "existing topics differ from memstack's topic specs (memstack does not alter them):\n"
+            + "\n".join(f"  - {p}" for p in problems)
+            + "\nUse another MEMSTACK_TOPIC_PREFIX, set MEMSTACK_PARTITIONS to match, or fix "
+            "the topic yourself (kafka-configs --alter, or delete and recreate it)."
+        )
+
+
+def _problems(client: KafkaAdminClient, specs: Sequence[TopicSpec]) -> list[str]:
+    """How the existing topics of ``specs`` differ from them (partitions, configs)."""
     counts = _partition_counts(client, [s.name for s in specs])
     problems: list[str] = []
     for spec in specs:
@@ -132,13 +159,18 @@ def _verify(client: KafkaAdminClient, specs: Sequence[TopicSpec]) -> None:
             if actual.get(key) != want:
                 problems.append(f"{spec.name}: {key} is {actual.get(key)!r}, "
                                 f"memstack expects {want!r}")
-    if problems:
-        raise TopicConfigMismatchError(
-            "existing topics differ from memstack's topic specs (memstack does not alter them):\n"
-            + "\n".join(f"  - {p}" for p in problems)
-            + "\nUse another MEMSTACK_TOPIC_PREFIX, set MEMSTACK_PARTITIONS to match, or fix "
-            "the topic yourself (kafka-configs --alter, or delete and recreate it)."
-        )
+    return problems
+
+
+def check_topics(bootstrap: str, specs: Sequence[TopicSpec], *, timeout_s: float = 10.0,
+                 security: KafkaSecurity | None = None) -> list[str]:
+    """What is wrong with the topics of ``specs`` on the cluster: missing ones and those whose
+    partitions or configs differ; empty when all are as memstack needs them."""
+    with admin_client(bootstrap, timeout_s, security) as client:
+        present = set(client.list_topics())
+        missing = [f"{s.name}: missing (`memstack topics create` makes it)"
+                   for s in specs if s.name not in present]
+        return missing + _problems(client, [s for s in specs if s.name in present])
 
 
 def _partition_counts(client: KafkaAdminClient, names: Sequence[str]) -> dict[str, int]:
@@ -160,10 +192,11 @@ def _read_configs(client: KafkaAdminClient, name: str, keys: Sequence[str] | Non
 
 
 def describe_topics(bootstrap: str, names: Sequence[str], *, timeout_s: float = 10.0,
-                    all_configs: bool = False) -> list[TopicInfo]:
+                    all_configs: bool = False,
+                    security: KafkaSecurity | None = None) -> list[TopicInfo]:
     """Describe ``names``: existence, partition count and configs (those set on the topic,
     or every effective config with ``all_configs``)."""
-    with admin_client(bootstrap, timeout_s) as client:
+    with admin_client(bootstrap, timeout_s, security) as client:
         config_filter = "all" if all_configs else "modified"
         present = set(client.list_topics())
         counts = _partition_counts(client, [n for n in names if n in present])

@@ -25,6 +25,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 from memstack.client import MemoryClient, PendingEmit, open_producer
+from memstack.foundation.kafka_connect import client_options
 from memstack.foundation.settings import Settings
 from memstack.infra.topics import TopicSpec, apply_topic_specs, describe_topics
 from memstack.pipelines import dlq
@@ -105,7 +106,7 @@ class OtelIngest:
                                     source="otel")
         self._dead = open_producer(settings, {})
         self._consumer = KafkaConsumer(
-            options.topic, bootstrap_servers=settings.bootstrap,
+            options.topic, **client_options(settings.bootstrap, settings.kafka_security),
             group_id=options.group_id(settings), enable_auto_commit=False,
             auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1500,
             max_poll_records=500)

@@ -254,7 +254,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
     return {**inherited, "MEMSTACK_HOME": str(settings.home),
             "MEMSTACK_BOOTSTRAP": settings.bootstrap,
             "MEMSTACK_TOPIC_PREFIX": settings.topic_prefix,
-            "MEMSTACK_PARTITIONS": str(settings.partitions)}
+            "MEMSTACK_PARTITIONS": str(settings.partitions),
+            **settings.kafka_security.to_env()}
 
 
 def spawn_worker(settings: Settings, stores: Path, *extra: str,

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
 
 from memstack.client import Written, not_acknowledged, open_producer, written_of
 from memstack.foundation.builders import (
@@ -83,18 +84,21 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
         if record.is_forget:
             await asyncio.to_thread(producer.flush)
         acked: asyncio.Future[Any] = loop.create_future()
-        future = await asyncio.to_thread(producer.send, record.topic, key=record.key,
-                                         value=record.value)
+        try:
+            future = await asyncio.to_thread(producer.send, record.topic, key=record.key,
+                                             value=record.value)
+        except KafkaError as exc:  # e.g. an ACL denial, raised before anything is sent
+            raise not_acknowledged(record.event.event_id, exc,
+                                   self.settings.kafka_security) from exc
         future.add_callback(lambda meta: loop.call_soon_threadsafe(_settle, acked, meta, None))
         future.add_errback(lambda exc: loop.call_soon_threadsafe(_settle, acked, None, exc))
         return acked
 
-    @staticmethod
-    async def _acknowledged(event_id: str, acked: asyncio.Future[Any]) -> Written:
+    async def _acknowledged(self, event_id: str, acked: asyncio.Future[Any]) -> Written:
         try:
             meta = await acked
         except Exception as exc:
-            raise not_acknowledged(event_id, exc) from exc
+            raise not_acknowledged(event_id, exc, self.settings.kafka_security) from exc
         return written_of(event_id, meta)
 
     def _send(self, event: Event) -> Coroutine[Any, Any, Written]:

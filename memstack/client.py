@@ -14,10 +14,16 @@ from types import TracebackType
 from typing import Any, Self
 
 from kafka import KafkaProducer
-from kafka.errors import KafkaError
+from kafka.errors import AuthorizationError, KafkaError
 
 from memstack.foundation.builders import Defaults, EventBuilder, LogEncoder, checked_all
-from memstack.foundation.errors import BrokerUnavailableError, MemstackError
+from memstack.foundation.errors import (
+    BrokerUnavailableError,
+    KafkaAuthorizationError,
+    MemstackError,
+)
+from memstack.foundation.kafka_connect import check_connection, client_options, explain
+from memstack.foundation.kafka_security import KafkaSecurity
 from memstack.foundation.keystore import KeyStore
 from memstack.foundation.settings import Settings
 from memstack.foundation.telemetry import maybe, memory_tracer
@@ -39,6 +45,10 @@ class EmitError(MemstackError):
     """Kafka did not accept an event; the message says whether it is safe to retry."""
 
 
+class EmitDeniedError(EmitError, KafkaAuthorizationError):
+    """An ACL does not let this client's principal write the event's topic."""
+
+
 @dataclass(frozen=True)
 class Written:
     """Where the log put an event: its partition, offset and log (append) time."""
@@ -53,15 +63,17 @@ class Written:
 class PendingEmit:
     """A sent event whose acknowledgement may still be in flight."""
 
-    def __init__(self, event_id: str, future: Any) -> None:
+    def __init__(self, event_id: str, future: Any,
+                 security: KafkaSecurity | None = None) -> None:
         self.event_id = event_id
         self._future = future
+        self._security = security
 
     def get(self, timeout: float = 30.0) -> Written:
         try:
             meta = self._future.get(timeout=timeout)
         except KafkaError as exc:
-            raise not_acknowledged(self.event_id, exc) from exc
+            raise not_acknowledged(self.event_id, exc, self._security) from exc
         return written_of(self.event_id, meta)
 
 
@@ -71,14 +83,19 @@ def written_of(event_id: str, meta: Any) -> Written:
                    datetime.fromtimestamp(meta.timestamp / 1000, UTC))
 
 
-def not_acknowledged(event_id: str, exc: BaseException) -> EmitError:
-    return EmitError(f"event {event_id} was not acknowledged: {exc}")
+def not_acknowledged(event_id: str, exc: BaseException,
+                     security: KafkaSecurity | None = None) -> EmitError:
+    """The error of an event the log did not take (:class:`EmitDeniedError` for an ACL)."""
+    kind = EmitDeniedError if isinstance(exc, AuthorizationError) else EmitError
+    return kind(f"event {event_id} was not acknowledged: {explain(exc, security)}")
 
 
 def open_producer(settings: Settings, overrides: dict[str, Any]) -> KafkaProducer:
-    """The idempotent ``acks=all`` producer of both clients, or a clear broker error."""
+    """The idempotent ``acks=all`` producer of both clients, or a clear broker error: with TLS
+    or SASL, a refused handshake or login fails here, naming the setting to fix."""
+    check_connection(settings.bootstrap, settings.kafka_security)
     try:
-        return KafkaProducer(bootstrap_servers=settings.bootstrap,
+        return KafkaProducer(**client_options(settings.bootstrap, settings.kafka_security),
                              **{**PRODUCER_CONFIG, **overrides})
     except KafkaError as exc:
         raise BrokerUnavailableError(
@@ -123,8 +140,12 @@ class MemoryClient(EventBuilder):
             record = self.encoder.encode(event)
             if record.is_forget:
                 self._producer.flush()
-            future = self._producer.send(record.topic, key=record.key, value=record.value)
-        return PendingEmit(record.event.event_id, future)
+            try:
+                future = self._producer.send(record.topic, key=record.key, value=record.value)
+            except KafkaError as exc:  # e.g. an ACL denial, raised before anything is sent
+                raise not_acknowledged(record.event.event_id, exc,
+                                       self.settings.kafka_security) from exc
+        return PendingEmit(record.event.event_id, future, self.settings.kafka_security)
 
     def emit_many(self, events: Sequence[Event | dict[str, Any]]) -> list[PendingEmit]:
         """Send a batch; all are validated before the first is sent."""

@@ -27,6 +27,7 @@ import faust
 from faust.types import TP, EventT, StreamT
 from kafka import TopicPartition
 
+from memstack.foundation.kafka_security import KafkaSecurity, UnprintedStr
 from memstack.foundation.settings import Settings
 from memstack.pipelines import dlq
 from memstack.pipelines.commit_path import CommitPath
@@ -150,6 +151,7 @@ def faust_settings(settings: Settings, config: LiveConfig) -> dict[str, Any]:
     return {
         "broker": faust_broker_url(settings.bootstrap),
         "broker_client_id": client_id(),  # names this process to the lease (pipelines/lease.py)
+        "broker_credentials": faust_credentials(settings.kafka_security),
         "datadir": str(datadir),
         "autodiscover": False,
         "web_enabled": False,
@@ -163,6 +165,20 @@ def faust_settings(settings: Settings, config: LiveConfig) -> dict[str, Any]:
         "stream_wait_empty": False,
         "processing_guarantee": "at_least_once",
     }
+
+
+def faust_credentials(security: KafkaSecurity) -> faust.SASLCredentials | faust.SSLCredentials \
+        | None:
+    """Faust's (aiokafka's) view of the one security definition: the same protocol, SASL
+    mechanism and credentials, and the same TLS context as the kafka-python clients."""
+    context = security.ssl_context()
+    if security.uses_sasl:
+        return faust.SASLCredentials(
+            username=security.username, ssl_context=context, mechanism=security.mechanism,
+            password=UnprintedStr(security.password.reveal()) if security.password else None)
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
 
 
 class _App(faust.App):

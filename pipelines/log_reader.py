@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import AuthorizationError
 
-from memstack.foundation.errors import MemstackError
+from memstack.foundation.errors import KafkaAuthorizationError, MemstackError
+from memstack.foundation.kafka_connect import client_options, explain
 from memstack.operators.log import LogPosition
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ class LogRecord:
 
 def open_consumer(bootstrap: str, **overrides: object) -> KafkaConsumer:
     config: dict[str, object] = {
-        "bootstrap_servers": bootstrap,
+        **client_options(bootstrap),
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
         "fetch_max_bytes": 64 * 1024 * 1024,
@@ -87,6 +89,8 @@ def read_bounded(
         stops = dict(stop) if stop is not None else _end_offsets(consumer, topic)
         yield from _read(consumer, topic, partitions_of(consumer, topic), start or {}, stops,
                          poll_timeout_ms)
+    except AuthorizationError as exc:  # an ACL denies this principal the read
+        raise KafkaAuthorizationError(explain(exc)) from exc
     finally:
         consumer.close()
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from memstack.foundation.kafka_connect import client_options
+
 TABLE_NAME = "session-state"
 CHANGELOG_CONFIGS = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
                      "segment.ms": "60000", "delete.retention.ms": "1000",
@@ -77,7 +79,7 @@ class KafkaSink:
                  snapshots: dict[str, bytes] | None = None) -> None:
         self.topic = topic
         self.snapshots = snapshots if snapshots is not None else {}
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all",
+        self._producer = KafkaProducer(**client_options(bootstrap), acks="all",
                                        enable_idempotence=True, max_request_size=4 << 20)
         self._pending: list[Any] = []
 

@@ -18,6 +18,7 @@ from kafka import KafkaProducer
 
 from memstack.client import PRODUCER_CONFIG, MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.kafka_connect import client_options
 from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.broker_env import broker_for
@@ -54,7 +55,8 @@ def _sdk_run(settings: Settings, n: int) -> float:
 
 
 def _raw_run(settings: Settings, payloads: list[tuple[bytes, bytes]]) -> float:
-    producer = KafkaProducer(bootstrap_servers=settings.bootstrap, **PRODUCER_CONFIG)
+    producer = KafkaProducer(**client_options(settings.bootstrap, settings.kafka_security),
+                             **PRODUCER_CONFIG)
     try:
         start = time.perf_counter()
         for key, value in payloads:

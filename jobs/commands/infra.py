@@ -8,11 +8,16 @@ import logging
 import time
 from typing import Any
 
+from memstack.foundation.errors import ConfigError
 from memstack.foundation.settings import Settings
+from memstack.infra.acls import apply_acls
 from memstack.infra.broker import FAST_START_JVM_OPTIONS, KafkaBroker
 from memstack.infra.jars import is_resolved
+from memstack.infra.local_security import LocalSecurity
+from memstack.infra.net import admin_client
 from memstack.infra.topics import apply_topic_specs, describe_topics, topic_specs
 from memstack.jobs.commands import _infra_flink, _infra_ray
+from memstack.jobs.commands.topics import report_check
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the broker")
     up.add_argument("--fast-start", action="store_true",
                     help="C1-only JIT: starts ~2x faster on a busy machine, lower peak throughput")
+    up.add_argument("--secure", action="store_true",
+                    help="SASL_SSL (SCRAM-SHA-512) with ACLs; certificates and passwords are "
+                         "made once under $MEMSTACK_HOME/kafka/secrets")
     up.set_defaults(func=_up)
     down = actions.add_parser("down", help="stop the broker (its data stays)")
     down.set_defaults(func=_down)
@@ -35,10 +43,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _infra_ray.register(actions)  # memstack infra ray up|down|status|kill-node
 
 
-def _broker(settings: Settings, *, fast_start: bool = False) -> KafkaBroker:
+def _broker(settings: Settings, *, fast_start: bool = False,
+            secure: bool = False) -> KafkaBroker:
+    """The local broker; secure when asked or when its storage was made secure."""
     options = FAST_START_JVM_OPTIONS if fast_start else ()
+    secrets = LocalSecurity(settings.kafka_dir / "secrets")
+    is_secure = secure or secrets.folder.is_dir()
+    if secure and not secrets.folder.is_dir() and (settings.kafka_dir / "log").is_dir():
+        raise ConfigError(
+            f"the local broker in {settings.kafka_dir} was formatted without security; "
+            "`memstack infra down` and remove that folder, or use another MEMSTACK_HOME, "
+            "to start a secure one")
     return KafkaBroker(settings.kafka_dir, settings.kafka_port, settings.controller_port,
-                       jvm_options=options)
+                       jvm_options=options, security=secrets if is_secure else None)
+
+
+def _points_elsewhere(settings: Settings) -> bool:
+    """True when MEMSTACK_BOOTSTRAP names a cluster other than the local broker's address."""
+    return settings.bootstrap != f"127.0.0.1:{settings.kafka_port}"
 
 
 def _quiet_kafka_client() -> None:
@@ -49,7 +71,14 @@ def _quiet_kafka_client() -> None:
 def _up(args: argparse.Namespace) -> int:
     _quiet_kafka_client()
     settings = Settings.from_env()
-    broker = _broker(settings, fast_start=args.fast_start)
+    if _points_elsewhere(settings):
+        if args.secure:
+            raise ConfigError(f"--secure starts a local broker, but MEMSTACK_BOOTSTRAP="
+                              f"{settings.bootstrap} points at another cluster")
+        print(f"MEMSTACK_BOOTSTRAP={settings.bootstrap} points at an existing cluster: no "
+              "local broker is formatted or started; checking the cluster and the topics")
+        return report_check(settings)
+    broker = _broker(settings, fast_start=args.fast_start, secure=args.secure)
     was_running = broker.status().running
     if not is_resolved():
         started = time.monotonic()
@@ -65,16 +94,29 @@ def _up(args: argparse.Namespace) -> int:
         print(f"started broker: pid {status.pid} at {status.bootstrap} "
               f"in {time.monotonic() - started:.1f} s (log: {broker.data_dir / 'broker.log'})")
     result = apply_topic_specs(broker.bootstrap,
-                               topic_specs(settings.topic_prefix, settings.partitions))
+                               topic_specs(settings.topic_prefix, settings.partitions),
+                               security=broker.client_security("admin"))
     for name in result.created:
         print(f"created topic {name}")
     for name in result.existing:
         print(f"topic {name} exists with memstack's configs")
-    if settings.bootstrap != broker.bootstrap:
-        print(f"note: MEMSTACK_BOOTSTRAP={settings.bootstrap} points elsewhere; "
-              f"the local broker is {broker.bootstrap}")
+    if broker.security is not None:
+        _secure_roles(broker, broker.security, settings.topic_prefix)
     print(f"bootstrap: {broker.bootstrap}")
     return 0
+
+
+def _secure_roles(broker: KafkaBroker, security: LocalSecurity, prefix: str) -> None:
+    """Grant the roles' ACLs for ``prefix`` and write each role's client settings."""
+    with admin_client(broker.bootstrap, security=security.client("admin")) as client:
+        count = apply_acls(client, prefix, security.principals(), ("service", "agent"))
+    print(f"ACLs for prefix {prefix!r}: {count} granted to "
+          + ", ".join(f"{r} ({p})" for r, p in security.principals().items()))
+    for role in security.principals():
+        path = security.folder / f"{role}.env"
+        path.write_text("".join(f"export {k}={v}\n" for k, v in
+                                security.client_env(role).items()))
+        print(f"client settings of {role}: source {path}")
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -115,7 +157,8 @@ def status_report(settings: Settings) -> dict[str, Any]:
     topics: list[dict[str, Any]] = []
     if ready:
         names = [s.name for s in topic_specs(settings.topic_prefix, settings.partitions)]
-        for info in describe_topics(broker.bootstrap, names):
+        for info in describe_topics(broker.bootstrap, names,
+                                    security=broker.client_security("admin")):
             topics.append({"name": info.name, "exists": info.exists,
                            "partitions": info.partitions, "configs": dict(info.configs)})
     return {

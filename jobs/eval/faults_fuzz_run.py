@@ -19,6 +19,7 @@ import httpx
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from memstack.foundation.kafka_connect import client_options
 from memstack.jobs.eval.faults_deploy import Deployment, key_of
 from memstack.jobs.eval.faults_fuzz import hostile_events, hostile_requests
 from memstack.jobs.eval.faults_history import History, Write
@@ -73,7 +74,8 @@ def fuzz(deployed: Deployment, history: History, rng: random.Random, n: int,
 def _fuzz_topic(deployed: Deployment, history: History, rng: random.Random, n: int,
                 outcome: FuzzOutcome) -> dict[tuple[int, int], str]:
     """Produce the inputs; the (partition, offset) -> mutation of the bad ones."""
-    producer = KafkaProducer(bootstrap_servers=deployed.settings.bootstrap, acks="all",
+    producer = KafkaProducer(**client_options(deployed.settings.bootstrap,
+                                            deployed.settings.kafka_security), acks="all",
                              linger_ms=5, max_request_size=8 * 1024 * 1024)
     bad: dict[tuple[int, int], str] = {}
     pending = []

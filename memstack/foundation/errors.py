@@ -17,3 +17,13 @@ class ConfigError(MemstackError):
 
 class BrokerUnavailableError(MemstackError):
     """The Kafka broker cannot be reached. Start it with `memstack infra up`."""
+
+
+class KafkaSecurityError(BrokerUnavailableError):
+    """The broker answered but refused the connection (TLS, SASL): the message names the
+    ``MEMSTACK_KAFKA_*`` setting to fix and what the broker or the TLS layer said."""
+
+
+class KafkaAuthorizationError(MemstackError):
+    """The broker authenticated the principal but an ACL does not allow the operation;
+    ``memstack topics acls`` prints the ACLs each memstack role needs."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memstack.foundation.errors import ConfigError
+from memstack.foundation.kafka_security import KafkaSecurity
 
 DEFAULT_KAFKA_PORT = 39092
 """Default broker port: far from Kafka's 9092 and the usual dev-server ports."""
@@ -40,6 +41,9 @@ class Settings:
     partitions: int = 3
     seal: bool = False
     """Seal event payloads with per-scope keys (crypto-shredding); ``MEMSTACK_SEAL=1``."""
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    """How every Kafka client authenticates (``MEMSTACK_KAFKA_SECURITY_PROTOCOL`` and the rest:
+    :mod:`memstack.foundation.kafka_security`)."""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -52,7 +56,8 @@ class Settings:
             raise ConfigError(f"MEMSTACK_TOPIC_PREFIX={prefix!r} must be a plain topic name part")
         partitions = _int("MEMSTACK_PARTITIONS", 3, minimum=1)
         seal = os.environ.get("MEMSTACK_SEAL", "0").strip().lower() in ("1", "true", "yes", "on")
-        return cls(home, port, controller, bootstrap, prefix, partitions, seal)
+        return cls(home, port, controller, bootstrap, prefix, partitions, seal,
+                   KafkaSecurity.from_env())
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]  # dataclass replace is untyped

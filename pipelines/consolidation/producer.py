@@ -20,6 +20,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from memstack.foundation.kafka_connect import client_options
 from memstack.foundation.settings import Settings
 from memstack.infra.topics import TopicSpec, apply_topic_specs
 from memstack.operators.index import IndexOperator
@@ -83,7 +84,7 @@ class FeedProducer:
         self.topic = topic
         self.distiller = distiller
         self.sharding = sharding or Sharding()
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_CONFIG)
+        self._producer = KafkaProducer(**client_options(bootstrap), **PRODUCER_CONFIG)
         parts = self._producer.partitions_for(topic)
         if not parts:
             raise ValueError(f"feed topic {topic!r} has no partitions; run ensure_feed_topic")

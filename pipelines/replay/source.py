@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from memstack.foundation.kafka_connect import security_of
 from memstack.operators.log import LogPosition
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.replay.bounds import Bounds
@@ -32,8 +33,13 @@ def offsets_option(offsets: Mapping[int, int]) -> str:
     return ";".join(f"partition:{p},offset:{o}" for p, o in sorted(offsets.items()))
 
 
+CONNECTOR_SHADED = "org.apache.flink.kafka.shaded."
+"""Where flink-sql-connector-kafka relocates Kafka's classes (the JAAS login module's name)."""
+
+
 def source_ddl(table: str, bootstrap: str, bounds: Bounds) -> str:
-    """CREATE TABLE for the bounded, metadata-carrying Kafka source."""
+    """CREATE TABLE for the bounded, metadata-carrying Kafka source (with the connection's
+    security properties: the statement holds the password; never log it)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table):
         raise ValueError(f"table name {table!r} must be a plain identifier")
     options = {
@@ -42,6 +48,9 @@ def source_ddl(table: str, bootstrap: str, bounds: Bounds) -> str:
         "properties.bootstrap.servers": bootstrap,
         "properties.isolation.level": "read_committed",
         "properties.client.id.prefix": "memstack-replay",
+        # the one security definition (MEMSTACK_KAFKA_*): holds the password, never logged
+        **{f"properties.{k}": v
+           for k, v in security_of(None).flink_properties(CONNECTOR_SHADED).items()},
         "scan.startup.mode": "specific-offsets",
         "scan.startup.specific-offsets": offsets_option(bounds.start),
         "scan.bounded.mode": "specific-offsets",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
+from memstack.foundation.kafka_connect import client_options
 from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Projector
 from memstack.pipelines.embedding import Encoder, encoder_kind
 
@@ -104,7 +105,7 @@ class DlqSender:
         from kafka import KafkaProducer
 
         self.topic = topic
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all",
+        self._producer = KafkaProducer(**client_options(bootstrap), acks="all",
                                        enable_idempotence=True)
 
     def send(self, letters: Sequence[DeadLetter]) -> None:

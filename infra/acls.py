@@ -1,0 +1,104 @@
+"""The ACLs each memstack role needs on a cluster with an authorizer (docs/kafka.md).
+
+Roles:
+
+- ``service``: the live worker and ``memstack serve``: reads and writes every topic under the
+  prefix (the log, the forget ledger, dead letters, keys, Faust's changelogs), deletes records
+  (forgetting), and joins the consumer groups named ``<prefix>-...``;
+- ``agent``: a producer-only agent (the SDK's ``MemoryClient``): writes events and forget
+  requests and nothing else; it cannot read memory back;
+- ``admin``: ``memstack topics create|check|describe``: creates and inspects the topics.
+
+``role_acls`` is the one definition: ``memstack topics acls`` prints it, and the local broker
+started with ``memstack infra up --secure`` applies it (``apply_acls``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kafka.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    ResourcePattern,
+    ResourceType,
+)
+
+from memstack.infra.errors import TopicError
+
+ROLES = ("service", "agent", "admin")
+
+
+@dataclass(frozen=True)
+class AclRule:
+    """Allow ``operations`` on one resource (a literal name or a name prefix)."""
+
+    role: str
+    resource: str  # TOPIC, GROUP or CLUSTER
+    name: str
+    pattern: str  # LITERAL or PREFIXED
+    operations: tuple[str, ...]
+
+    def line(self, principal: str) -> str:
+        """As ``kafka-acls`` would be told it."""
+        ops = " ".join(f"--operation {_pascal(op)}" for op in self.operations)
+        if self.resource == "CLUSTER":
+            target = "--cluster"
+        else:
+            target = f"--{self.resource.lower()} '{self.name}'"
+            if self.pattern == "PREFIXED":
+                target += " --resource-pattern-type prefixed"
+        return f"kafka-acls --add --allow-principal {principal} {ops} {target}"
+
+
+def _pascal(name: str) -> str:
+    """``DESCRIBE_CONFIGS`` as kafka-acls spells it: ``DescribeConfigs``."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def role_acls(prefix: str) -> dict[str, list[AclRule]]:
+    """Every role's rules for the topics and groups of one ``MEMSTACK_TOPIC_PREFIX``."""
+    client_topics = [f"{prefix}.events", f"{prefix}.forget", f"{prefix}.keys"]
+    return {
+        "service": [
+            AclRule("service", "TOPIC", prefix, "PREFIXED",
+                    ("READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS", "CREATE", "DELETE")),
+            AclRule("service", "GROUP", prefix, "PREFIXED", ("READ", "DESCRIBE")),
+            AclRule("service", "CLUSTER", "kafka-cluster", "LITERAL", ("DESCRIBE",)),
+        ],
+        "agent": [AclRule("agent", "TOPIC", name, "LITERAL", ("WRITE", "DESCRIBE"))
+                  for name in client_topics],
+        "admin": [
+            AclRule("admin", "TOPIC", prefix, "PREFIXED",
+                    ("CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS")),
+            AclRule("admin", "CLUSTER", "kafka-cluster", "LITERAL",
+                    ("DESCRIBE", "DESCRIBE_CONFIGS")),
+        ],
+    }
+
+
+def acl_lines(prefix: str, principals: Mapping[str, str]) -> list[str]:
+    """``kafka-acls`` commands granting each role's rules to its principal (``User:name``)."""
+    lines: list[str] = []
+    for role, rules in role_acls(prefix).items():
+        lines.append(f"# {role}: {principals.get(role, f'User:<{role}>')}")
+        lines.extend(rule.line(principals.get(role, f"User:<{role}>")) for rule in rules)
+    return lines
+
+
+def apply_acls(client: KafkaAdminClient, prefix: str, principals: Mapping[str, str],
+               roles: Sequence[str] = ROLES) -> int:
+    """Create the rules of ``roles`` for ``principals``; the number of ACLs created."""
+    acls = [ACL(principals[role], "*", ACLOperation[op], ACLPermissionType.ALLOW,
+                ResourcePattern(ResourceType[rule.resource], rule.name,
+                                ACLResourcePatternType[rule.pattern]))
+            for role in roles for rule in role_acls(prefix)[role] for op in rule.operations]
+    result = client.create_acls(acls)
+    failed = result.get("failed") or []
+    if failed:
+        raise TopicError(f"the broker refused {len(failed)} ACLs: {failed[:3]}")
+    return len(acls)
