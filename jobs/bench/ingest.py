@@ -7,12 +7,22 @@ median of the per-pair ratios. The SDK side pays for everything the SDK adds, in
 clock: building each event (ids, times, envelope), validating it, canonical JSON, topic
 routing and the returned handle (``client.message(...)``, as an agent calls it). The raw side
 sends bytes serialized before its clock starts: the bare producer's best case.
+
+``--secure`` measures the cost of TLS instead: two brokers started for the run from the same
+jars with the same JVM options, one PLAINTEXT and one SASL_SSL with SCRAM-SHA-512 and ACLs (as
+``memstack infra up --secure`` starts it), on the same cores at the same time. The SDK sends the
+same events to each (as the ``agent`` principal on the secure one) in ABBA order; the ratio is
+the median of the per-pair ratios secure / plaintext (1.0: TLS costs nothing).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from tempfile import TemporaryDirectory
 
 from kafka import KafkaProducer
 
@@ -20,6 +30,10 @@ from memstack.client import PRODUCER_CONFIG, MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.kafka_connect import client_options
 from memstack.foundation.settings import Settings
+from memstack.infra.acls import apply_acls
+from memstack.infra.broker import KafkaBroker
+from memstack.infra.local_security import LocalSecurity
+from memstack.infra.net import admin_client, free_port_pair
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
@@ -67,7 +81,9 @@ def _raw_run(settings: Settings, payloads: list[tuple[bytes, bytes]]) -> float:
         producer.close()
 
 
-def run(quick: bool, report: Report) -> Result:
+def run(quick: bool, report: Report, secure: bool = False) -> Result:
+    if secure:
+        return _run_secure(quick, report)
     n, rounds = (5_000, 3) if quick else (20_000, 7)
     base = Settings.from_env()
     with broker_for(base) as settings:
@@ -96,5 +112,65 @@ def run(quick: bool, report: Report) -> Result:
             "raw_events_per_s": statistics.median(raw),
             "events_per_round": n,
             "rounds": rounds,
+        },
+    )
+
+
+@contextmanager
+def _started(data: Path, security: LocalSecurity | None, partitions: int,
+             prefix: str) -> Iterator[Settings]:
+    """A broker of its own in ``data`` with memstack's topics under ``prefix``; the settings
+    of the ``agent`` principal on it (PLAINTEXT settings when ``security`` is None)."""
+    port, controller_port = free_port_pair()
+    broker = KafkaBroker(data, port, controller_port, security=security)
+    broker.start(timeout_s=180)
+    try:
+        admin = broker.client_security("admin")
+        ensure_topics(broker.bootstrap, prefix, partitions, security=admin)
+        if security is not None:
+            with admin_client(broker.bootstrap, security=admin) as client:
+                apply_acls(client, prefix, security.principals(), ("service", "agent"))
+        yield Settings(home=data, kafka_port=port, controller_port=controller_port,
+                       bootstrap=broker.bootstrap, topic_prefix=prefix, partitions=partitions,
+                       kafka_security=broker.client_security("agent"))
+    finally:
+        broker.stop()
+
+
+def _run_secure(quick: bool, report: Report) -> Result:
+    n, rounds = (2_000, 3) if quick else (20_000, 7)
+    partitions = Settings.from_env().partitions
+    prefix = f"bench-ingest-{uuid7().hex[:8]}"
+    with TemporaryDirectory(prefix="memstack-bench-tls-") as tmp, ExitStack() as stack:
+        root = Path(tmp)
+        plain = stack.enter_context(_started(root / "plain", None, partitions, prefix))
+        tls = stack.enter_context(_started(root / "secure", LocalSecurity(root / "secrets"),
+                                           partitions, prefix))
+        report("PLAINTEXT broker at %s, SASL_SSL (SCRAM-SHA-512) broker at %s; "
+               "%d events, %d interleaved rounds", plain.bootstrap, tls.bootstrap, n, rounds)
+        for warm in (plain, tls):  # warm-up: connections, TLS sessions, JIT on both brokers
+            _sdk_run(warm, n // 5)
+        plain_rates: list[float] = []
+        tls_rates: list[float] = []
+        for i in range(rounds):  # ABBA order: a drift in machine load hits both sides alike
+            if i % 2 == 0:
+                plain_rates.append(_sdk_run(plain, n))
+                tls_rates.append(_sdk_run(tls, n))
+            else:
+                tls_rates.append(_sdk_run(tls, n))
+                plain_rates.append(_sdk_run(plain, n))
+            report("round %d: PLAINTEXT %.0f ev/s, SASL_SSL %.0f ev/s",
+                   i + 1, plain_rates[-1], tls_rates[-1])
+    ratios = [t / p for t, p in zip(tls_rates, plain_rates, strict=True)]
+    return Result(
+        name="ingest",
+        ratio=statistics.median(ratios),
+        figures={
+            "secure_events_per_s": statistics.median(tls_rates),
+            "plaintext_events_per_s": statistics.median(plain_rates),
+            "secure_over_plaintext": statistics.median(ratios),
+            "events_per_round": n,
+            "rounds": rounds,
+            "partitions": partitions,
         },
     )

@@ -19,6 +19,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        help="seed of a randomised run (those that take one, e.g. eval faults)")
         p.add_argument("--rounds", type=int, default=None,
                        help="rounds of a randomised run (those that take them, e.g. eval faults)")
+        p.add_argument("--secure", action="store_true",
+                       help="run over SASL_SSL beside PLAINTEXT (those that take it: "
+                            "bench ingest)")
         p.set_defaults(func=_runner(family))
 
 
@@ -27,6 +30,8 @@ def _runner(family: str) -> Callable[[argparse.Namespace], int]:
         measure = load(family, args.name)
         extra = {k: getattr(args, k) for k in ("seed", "rounds")
                  if getattr(args, k, None) is not None}
+        if getattr(args, "secure", False):
+            extra["secure"] = True
         takes = inspect.signature(measure).parameters
         for option in extra:
             if option not in takes:

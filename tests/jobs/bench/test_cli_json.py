@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(args: list[str], kafka: object, home: Path, timeout_s: float) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MEMSTACK_HOME": str(home),
-           "MEMSTACK_BOOTSTRAP": kafka.bootstrap}  # type: ignore[attr-defined]  # the fixture
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MEMSTACK_HOME": str(home)}
+    if kafka is not None:
+        env["MEMSTACK_BOOTSTRAP"] = kafka.bootstrap  # type: ignore[attr-defined]  # the fixture
     done = subprocess.run([sys.executable, "-m", "memstack.cli", *args], capture_output=True,
                           text=True, env=env, timeout=timeout_s, cwd=home, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -31,6 +32,26 @@ def test_bench_ingest_quick_prints_one_json_line(kafka: object, tmp_path: Path) 
     figures = body["figures"]
     assert isinstance(figures, dict) and figures["events_per_round"] == 5000
     assert 0 < float(body["ratio"]) < 5  # type: ignore[arg-type]  # a number
+
+
+def test_bench_ingest_quick_secure_measures_tls_beside_plaintext(tmp_path: Path) -> None:
+    """``--secure`` starts its own two brokers (PLAINTEXT and SASL_SSL with SCRAM-SHA-512) and
+    prints both rates and their ratio (~30 s here, most of it the two JVMs starting)."""
+    body = _run(["bench", "ingest", "--quick", "--secure", "--json"], None, tmp_path, 300)
+    assert body["name"] == "ingest"
+    figures = body["figures"]
+    assert isinstance(figures, dict) and figures["events_per_round"] == 2000
+    assert figures["secure_events_per_s"] > 0 and figures["plaintext_events_per_s"] > 0
+    assert body["ratio"] == pytest.approx(figures["secure_over_plaintext"], abs=1e-3)
+    assert 0 < float(body["ratio"]) < 5  # type: ignore[arg-type]  # a number
+
+
+def test_bench_secure_refused_by_a_measurement_that_does_not_take_it(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MEMSTACK_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "memstack.cli", "bench", "replay", "--quick",
+                           "--secure", "--json"], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tmp_path, check=False)
+    assert done.returncode != 0 and "--secure" in done.stderr, done.stderr[-2000:]
 
 
 @pytest.mark.slow
