@@ -2,6 +2,12 @@
 
 ``ensure_topics`` creates what is missing and checks what exists: a topic whose partition count
 or configs differ from its spec raises :class:`TopicConfigMismatchError`; nothing is altered.
+
+Replication: a spec that leaves ``replication_factor`` / ``min_insync_replicas`` as None takes
+them from the cluster when its topic is created (:func:`replication_for`: 3 and 2 on a cluster of
+3 brokers or more, else the broker count and 1), so producers' ``acks=all`` means "on two
+replicas" wherever there are three. Both apply to new topics only; an existing topic's are its
+own (they are not checked).
 """
 
 from __future__ import annotations
@@ -41,7 +47,49 @@ class TopicSpec:
     partitions: int
     configs: Mapping[str, str] = field(default_factory=dict, hash=False)
     purpose: str = ""
-    replication_factor: int = 1
+    replication_factor: int | None = None
+    """Replicas of the topic when created; None: from the cluster (:func:`replication_for`)."""
+    min_insync_replicas: int | None = None
+    """``min.insync.replicas`` set on the topic when created; None: :func:`replication_for`."""
+
+
+@dataclass(frozen=True)
+class Replication:
+    """How a new topic is replicated: its replica count and ``min.insync.replicas``."""
+
+    factor: int
+    min_insync: int
+
+
+def replication_for(brokers: int, factor: int | None = None,
+                    min_insync: int | None = None) -> Replication:
+    """The replication of a new topic on a cluster of ``brokers`` brokers.
+
+    Not given: 3 replicas and ``min.insync.replicas`` 2 on 3 brokers or more (an ``acks=all``
+    write survives one broker down and is on two before it counts), else one replica per
+    broker and 1. ``min_insync`` not given with ``factor`` given: 2 when ``factor`` >= 3,
+    else 1. A factor above the broker count or a ``min_insync`` above the factor (``acks=all``
+    writes could never succeed) is a :class:`TopicError`.
+    """
+    if brokers < 1:
+        raise TopicError(f"the cluster reports {brokers} brokers: cannot place a topic")
+    if factor is None:
+        factor = 3 if brokers >= 3 else brokers
+    if factor < 1 or factor > brokers:
+        raise TopicError(f"replication factor {factor} needs 1 to {brokers} brokers "
+                         f"(the cluster has {brokers}; --replication-factor)")
+    if min_insync is None:
+        min_insync = 2 if factor >= 3 else 1
+    if min_insync < 1 or min_insync > factor:
+        raise TopicError(f"min.insync.replicas {min_insync} must be 1 to the replication "
+                         f"factor {factor}: acks=all writes would always fail "
+                         "(--min-insync-replicas)")
+    return Replication(factor, min_insync)
+
+
+def cluster_brokers(client: KafkaAdminClient) -> int:
+    """How many brokers the cluster reports (its metadata)."""
+    return len(client.describe_cluster().get("brokers") or [])
 
 
 @dataclass(frozen=True)
@@ -96,8 +144,8 @@ def apply_topic_specs(bootstrap: str, specs: Sequence[TopicSpec],
     """Create the missing topics of ``specs`` and verify the existing ones against their spec.
     ``security``: how to authenticate (default: the process's ``MEMSTACK_KAFKA_*``)."""
     with admin_client(bootstrap, timeout_s, security) as client:
-        new = [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.configs))
-               for s in specs]
+        brokers = cluster_brokers(client)
+        new = [_new_topic(s, brokers) for s in specs]
         response = client.create_topics(new, timeout_ms=int(timeout_s * 1000),
                                          raise_errors=False, wait_for_metadata=False)
         created, existing = _sort_outcomes(response)
@@ -108,6 +156,12 @@ def apply_topic_specs(bootstrap: str, specs: Sequence[TopicSpec],
     if created:
         log.info("created topics %s at %s", ", ".join(created), bootstrap)
     return TopicsResult(tuple(created), tuple(existing))
+
+
+def _new_topic(spec: TopicSpec, brokers: int) -> NewTopic:
+    replication = replication_for(brokers, spec.replication_factor, spec.min_insync_replicas)
+    configs = {**spec.configs, "min.insync.replicas": str(replication.min_insync)}
+    return NewTopic(spec.name, spec.partitions, replication.factor, topic_configs=configs)
 
 
 def _sort_outcomes(response: Mapping[str, Any]) -> tuple[list[str], list[str]]:

@@ -15,11 +15,15 @@ import logging
 from memstack.foundation.kafka_connect import check_connection
 from memstack.foundation.settings import Settings
 from memstack.infra.acls import ROLES, acl_lines
+from memstack.infra.net import admin_client
 from memstack.infra.topics import (
+    Replication,
     TopicSpec,
     apply_topic_specs,
     check_topics,
+    cluster_brokers,
     describe_topics,
+    replication_for,
     topic_specs,
 )
 
@@ -34,8 +38,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     create = actions.add_parser("create", help="create the missing topics, check the others")
     create.add_argument("--dry-run", action="store_true",
                         help="print what would be created; change nothing")
-    create.add_argument("--replication-factor", type=int, default=1, metavar="N",
-                        help="replicas of each new topic (default 1; 3 on most clusters)")
+    create.add_argument("--replication-factor", type=int, default=None, metavar="N",
+                        help="replicas of each new topic (default: 3 on a cluster of 3 brokers "
+                             "or more, else the broker count)")
+    create.add_argument("--min-insync-replicas", type=int, default=None, metavar="N",
+                        help="min.insync.replicas of each new topic (default: 2 with 3 "
+                             "replicas or more, else 1)")
     create.set_defaults(func=_create)
     check = actions.add_parser("check", help="exit 1 unless every topic exists as memstack "
                                              "needs it")
@@ -51,21 +59,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     acls.set_defaults(func=_acls)
 
 
-def _specs(settings: Settings, replication_factor: int = 1) -> list[TopicSpec]:
-    return [dataclasses.replace(s, replication_factor=replication_factor)
+def _specs(settings: Settings, replication_factor: int | None = None,
+           min_insync_replicas: int | None = None) -> list[TopicSpec]:
+    return [dataclasses.replace(s, replication_factor=replication_factor,
+                                min_insync_replicas=min_insync_replicas)
             for s in topic_specs(settings.topic_prefix, settings.partitions)]
+
+
+def _dry_run_replication(settings: Settings, factor: int | None,
+                         min_insync: int | None) -> tuple[Replication, str]:
+    """What new topics would get; the cluster is asked only when ``factor`` is not given."""
+    if factor is not None:  # no broker needed: what was given, min.insync.replicas by the rule
+        return replication_for(factor, factor, min_insync), "as given"
+    check_connection(settings.bootstrap, settings.kafka_security)
+    with admin_client(settings.bootstrap, security=settings.kafka_security) as client:
+        brokers = cluster_brokers(client)
+    return replication_for(brokers, None, min_insync), f"from the cluster's {brokers} broker(s)"
 
 
 def _create(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    specs = _specs(settings, args.replication_factor)
+    specs = _specs(settings, args.replication_factor, args.min_insync_replicas)
     if args.dry_run:
+        replication, why = _dry_run_replication(settings, args.replication_factor,
+                                                 args.min_insync_replicas)
         print(f"would create at {settings.bootstrap} "
-              f"({settings.kafka_security.describe()}), unless they exist:")
+              f"({settings.kafka_security.describe()}), unless they exist (replication "
+              f"{why}; acks=all):")
         for spec in specs:
             configs = ", ".join(f"{k}={v}" for k, v in spec.configs.items())
             print(f"  {spec.name}: {spec.partitions} partitions, replication factor "
-                  f"{spec.replication_factor}; {configs}")
+                  f"{replication.factor}, min.insync.replicas {replication.min_insync}; "
+                  f"{configs}")
         return 0
     check_connection(settings.bootstrap, settings.kafka_security)
     result = apply_topic_specs(settings.bootstrap, specs, security=settings.kafka_security)

@@ -24,9 +24,17 @@ from memstack.infra.errors import (
     JavaNotFoundError,
     PortInUseError,
     TopicConfigMismatchError,
+    TopicError,
 )
 from memstack.infra.net import admin_client, free_port_pair
-from memstack.infra.topics import describe_topics, ensure_topics, topic_specs
+from memstack.infra.topics import (
+    apply_topic_specs,
+    cluster_brokers,
+    describe_topics,
+    ensure_topics,
+    replication_for,
+    topic_specs,
+)
 from memstack.jobs.commands import infra as infra_command
 
 LOG_APPEND_TIME = 1  # kafka-python's ConsumerRecord.timestamp_type for LogAppendTime
@@ -80,6 +88,24 @@ def test_topics_have_their_configs(topics: Settings) -> None:
     assert infos[f"{topics.topic_prefix}.keys"].configs["cleanup.policy"] == "compact"
     assert infos[f"{topics.topic_prefix}.keys"].partitions == 1
     assert infos[topics.dlq_topic].configs["retention.ms"] == "-1"
+    # replication from the cluster: min.insync.replicas 1 on one broker, 2 on three or more
+    with admin_client(topics.bootstrap) as client:
+        want = str(replication_for(cluster_brokers(client)).min_insync)
+    assert all(info.configs["min.insync.replicas"] == want for info in infos.values())
+
+
+def test_a_replication_factor_above_the_broker_count_is_refused_before_creating(
+        kafka: Any) -> None:
+    import dataclasses
+
+    if kafka.broker is None:
+        pytest.skip("an external cluster may have 3 brokers")
+    prefix = f"t-rf-{uuid.uuid4().hex[:8]}"
+    specs = [dataclasses.replace(s, replication_factor=3) for s in topic_specs(prefix, 3)]
+    with pytest.raises(TopicError, match="replication factor 3 needs 1 to 1 brokers"):
+        apply_topic_specs(kafka.bootstrap, specs)
+    with admin_client(kafka.bootstrap) as client:
+        assert not [t for t in client.list_topics() if t.startswith(prefix)]
 
 
 def test_ensure_topics_is_idempotent(topics: Settings) -> None:

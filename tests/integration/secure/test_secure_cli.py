@@ -51,7 +51,8 @@ def test_topics_create_check_describe_with_a_new_prefix(
     assert f"{prefix}.events: missing" in capsys.readouterr().out
     assert cli_main(["topics", "create", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{prefix}.events: 3 partitions, replication factor 1" in out
+    assert f"{prefix}.events: 3 partitions, replication factor 1, min.insync.replicas 1" in out
+    assert "replication from the cluster's 1 broker(s); acks=all" in out
     assert cli_main(["topics", "check"]) == 1  # the dry run created nothing
     capsys.readouterr()
     assert cli_main(["topics", "create"]) == 0
