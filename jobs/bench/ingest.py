@@ -12,7 +12,8 @@ sends bytes serialized before its clock starts: the bare producer's best case.
 jars with the same JVM options, one PLAINTEXT and one SASL_SSL with SCRAM-SHA-512 and ACLs (as
 ``memstack infra up --secure`` starts it), on the same cores at the same time. The SDK sends the
 same events to each (as the ``agent`` principal on the secure one) in ABBA order; the ratio is
-the median of the per-pair ratios secure / plaintext (1.0: TLS costs nothing).
+the median of the per-pair ratios secure / plaintext (1.0: TLS costs nothing). The bare producer
+is measured the same way beside it (``raw_*``): TLS's cost undiluted by the SDK's own work.
 """
 
 from __future__ import annotations
@@ -148,20 +149,24 @@ def _run_secure(quick: bool, report: Report) -> Result:
                                            partitions, prefix))
         report("PLAINTEXT broker at %s, SASL_SSL (SCRAM-SHA-512) broker at %s; "
                "%d events, %d interleaved rounds", plain.bootstrap, tls.bootstrap, n, rounds)
+        payloads = [(e.key, e.to_json()) for e in _events(n)]
         for warm in (plain, tls):  # warm-up: connections, TLS sessions, JIT on both brokers
             _sdk_run(warm, n // 5)
-        plain_rates: list[float] = []
-        tls_rates: list[float] = []
+            _raw_run(warm, payloads[: n // 5])
+        rates: dict[str, list[float]] = {k: [] for k in ("sdk_plain", "sdk_tls", "raw_plain",
+                                                          "raw_tls")}
+        runs = {"sdk_plain": lambda: _sdk_run(plain, n), "sdk_tls": lambda: _sdk_run(tls, n),
+                "raw_plain": lambda: _raw_run(plain, payloads),
+                "raw_tls": lambda: _raw_run(tls, payloads)}
         for i in range(rounds):  # ABBA order: a drift in machine load hits both sides alike
-            if i % 2 == 0:
-                plain_rates.append(_sdk_run(plain, n))
-                tls_rates.append(_sdk_run(tls, n))
-            else:
-                tls_rates.append(_sdk_run(tls, n))
-                plain_rates.append(_sdk_run(plain, n))
-            report("round %d: PLAINTEXT %.0f ev/s, SASL_SSL %.0f ev/s",
-                   i + 1, plain_rates[-1], tls_rates[-1])
+            for key in (list(runs) if i % 2 == 0 else list(reversed(runs))):
+                rates[key].append(runs[key]())
+            report("round %d: SDK PLAINTEXT %.0f / SASL_SSL %.0f ev/s; bare producer "
+                   "PLAINTEXT %.0f / SASL_SSL %.0f ev/s", i + 1, rates["sdk_plain"][-1],
+                   rates["sdk_tls"][-1], rates["raw_plain"][-1], rates["raw_tls"][-1])
+    tls_rates, plain_rates = rates["sdk_tls"], rates["sdk_plain"]
     ratios = [t / p for t, p in zip(tls_rates, plain_rates, strict=True)]
+    raw_ratios = [t / p for t, p in zip(rates["raw_tls"], rates["raw_plain"], strict=True)]
     return Result(
         name="ingest",
         ratio=statistics.median(ratios),
@@ -169,6 +174,9 @@ def _run_secure(quick: bool, report: Report) -> Result:
             "secure_events_per_s": statistics.median(tls_rates),
             "plaintext_events_per_s": statistics.median(plain_rates),
             "secure_over_plaintext": statistics.median(ratios),
+            "raw_secure_events_per_s": statistics.median(rates["raw_tls"]),
+            "raw_plaintext_events_per_s": statistics.median(rates["raw_plain"]),
+            "raw_secure_over_plaintext": statistics.median(raw_ratios),
             "events_per_round": n,
             "rounds": rounds,
             "partitions": partitions,

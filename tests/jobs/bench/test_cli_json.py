@@ -42,6 +42,8 @@ def test_bench_ingest_quick_secure_measures_tls_beside_plaintext(tmp_path: Path)
     figures = body["figures"]
     assert isinstance(figures, dict) and figures["events_per_round"] == 2000
     assert figures["secure_events_per_s"] > 0 and figures["plaintext_events_per_s"] > 0
+    assert figures["raw_secure_events_per_s"] > 0 and figures["raw_plaintext_events_per_s"] > 0
+    assert 0 < figures["raw_secure_over_plaintext"] < 5
     assert body["ratio"] == pytest.approx(figures["secure_over_plaintext"], abs=1e-3)
     assert 0 < float(body["ratio"]) < 5  # type: ignore[arg-type]  # a number
 
