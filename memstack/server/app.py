@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 
 from memstack.pipelines.stores.errors import StoreError
 from memstack.server.api_keys import ApiKeys
+from memstack.server.contract import READ, problems, publish
 from memstack.server.deps import Known, Relation, Session, Subject, Valid, View
 from memstack.view.errors import TenantScopeError, ViewError
 from memstack.view.ops import Query as Q
@@ -82,6 +83,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
     app.get("/healthz", tags=["service"])(_health)
     _mount_inspector(app)
     _mount_mcp(app, grants, mcp_host)
+    publish(app)
     return app
 
 
@@ -109,19 +111,22 @@ def _health(request: Request) -> dict[str, str]:
 def _routes(app: FastAPI) -> None:
     prefix = "/v1/tenants/{tenant}"
 
-    @app.get(f"{prefix}/facts", response_model=FactsAnswer, tags=["query"])
+    @app.get(f"{prefix}/facts", response_model=FactsAnswer, tags=["query"],
+             responses=problems(*READ))
     def facts(view: View, valid: Valid = None, known: Known = None, subject: Subject = None,
               relation: Relation = None) -> Any:
         """Fact values valid at ``valid`` as known at ``known`` (both default to now)."""
         return view.run(Q("facts", valid, known, subject=subject, relation=relation))
 
-    @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"])
+    @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"],
+             responses=problems(*READ))
     def history(view: View, subject: Annotated[str, Query(description="Fact subject")],
                 relation: Relation = None, valid: Valid = None, known: Known = None) -> Any:
         """Every version of a subject's facts with both intervals, as the timeline was known."""
         return view.run(Q("history", valid, known, subject=subject, relation=relation))
 
-    @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"])
+    @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"],
+             responses=problems(*READ))
     def search(view: View, text: Annotated[str, Query(min_length=1)],
                k: Annotated[int, Query(ge=1, le=1000)] = 10,
                kind: Annotated[list[str] | None, Query()] = None, session: Session = None,
@@ -131,7 +136,8 @@ def _routes(app: FastAPI) -> None:
         return view.run(Q("search", valid, known, subject=subject, text=text, k=k,
                           kinds=tuple(kind or ()), session=session, mode=mode))
 
-    @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"])
+    @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"],
+             responses=problems(*READ))
     def records(view: View, session: Session = None,
                 start: Annotated[str | None, Query(description="occurred at or after")] = None,
                 end: Annotated[str | None, Query(description="occurred before")] = None,
@@ -141,7 +147,8 @@ def _routes(app: FastAPI) -> None:
         return view.run(Q("records", valid, known, session=session, start=start, end=end,
                           limit=limit))
 
-    @app.get(f"{prefix}/context", response_model=Context, tags=["query"])
+    @app.get(f"{prefix}/context", response_model=Context, tags=["query"],
+             responses=problems(*READ))
     def context(view: View, text: Annotated[str, Query(min_length=1)],
                 budget_tokens: Annotated[int, Query(ge=1, le=1_000_000)] = 2000,
                 session: Session = None, subject: Subject = None, valid: Valid = None,

@@ -19,6 +19,7 @@ from memstack.pipelines.service.live import LiveService
 from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.pipelines.service.writes import WriteRejectedError, parse_events
 from memstack.server.api_keys import Grant
+from memstack.server.contract import AUTH, problems
 from memstack.server.deps import Tenant, authorized
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,10 @@ async def _body(request: Request, limit: int) -> bytes:
 def add_service_routes(app: FastAPI) -> None:
     prefix = "/v1/tenants/{tenant}"
 
+    # The body is read raw (its size is limited as it streams); memstack.server.contract
+    # publishes its schema, the event envelope of schemas/event.v1.json.
     @app.post(f"{prefix}/events", response_model=WriteAnswer, tags=["write"],
-              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": {"type": "object", "required": ["events"], "properties": {
-                      "events": {"type": "array", "items": {"type": "object"}}}}}}}})
+              responses=problems(*AUTH, 413, 422, 503))
     async def write_events(tenant: Tenant, request: Request,
                            _grant: Annotated[Grant, Depends(authorized("write"))]) -> Any:
         """Write events (the JSON of schemas/event.v1.json); answers once the broker
@@ -100,7 +101,8 @@ def add_service_routes(app: FastAPI) -> None:
         position = Position(events=_next_offsets((w.partition, w.offset) for w in written))
         return {"written": [w.to_json() for w in written], "position": position.token}
 
-    @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"])
+    @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"],
+              responses=problems(*AUTH, 422, 503))
     async def forget(tenant: Tenant, body: ForgetBody, request: Request,
                      _grant: Annotated[Grant, Depends(authorized("forget"))]) -> Any:
         """Log a forget request; ``after=`` its position, no read returns the content."""
@@ -110,7 +112,8 @@ def add_service_routes(app: FastAPI) -> None:
         except WriteRejectedError as exc:
             raise HTTPException(exc.status, exc.detail) from exc
 
-    @app.get(f"{prefix}/forget/{{request_id}}", response_model=ForgetStatus, tags=["write"])
+    @app.get(f"{prefix}/forget/{{request_id}}", response_model=ForgetStatus, tags=["write"],
+             responses=problems(*AUTH, 404))
     def forget_status(tenant: Tenant, request_id: str, request: Request,
                       _grant: Annotated[Grant, Depends(authorized("read"))]) -> Any:
         """A forget request's status (logged, invisible, erased, audited), when each phase was
@@ -120,7 +123,8 @@ def add_service_routes(app: FastAPI) -> None:
             raise HTTPException(404, f"tenant {tenant!r} has no forget request {request_id!r}")
         return status
 
-    @app.get(f"{prefix}/changes", tags=["feed"], response_class=StreamingResponse)
+    @app.get(f"{prefix}/changes", tags=["feed"], response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}}}, **problems(*AUTH, 410, 422)})
     async def changes(tenant: Tenant, request: Request,
                       _grant: Annotated[Grant, Depends(authorized("read"))],
                       from_: Annotated[str | None, Query(alias="from", description=(

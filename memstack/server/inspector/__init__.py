@@ -23,6 +23,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
+from memstack.server.contract import READ, problems
 from memstack.server.deps import View
 from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
 
@@ -42,7 +43,7 @@ def add_inspector(app: FastAPI) -> None:
     """Mount the page at ``/ui`` and add its read routes."""
     prefix = "/v1/tenants/{tenant}"
 
-    @app.get("/v1/key", response_model=KeyAnswer, tags=["query"])
+    @app.get("/v1/key", response_model=KeyAnswer, tags=["query"], responses=problems(401))
     def key(request: Request,
             bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
             header: Annotated[str | None, Depends(_header)]) -> Any:
@@ -54,13 +55,15 @@ def add_inspector(app: FastAPI) -> None:
                                 headers={"WWW-Authenticate": "Bearer"})
         return {"tenants": sorted(grant.tenants), "roles": sorted(grant.roles)}
 
-    @app.get(f"{prefix}/subjects", response_model=SubjectsAnswer, tags=["query"])
+    @app.get(f"{prefix}/subjects", response_model=SubjectsAnswer, tags=["query"],
+             responses=problems(*READ))
     def tenant_subjects(view: View) -> Any:
         """The tenant's subjects (facts and records about them, when they were learnt) and
         its known-time range: the first and last transaction time of any fact or record."""
         return view.call(lambda memory: subjects(memory.stores.events, memory.tenant))
 
-    @app.get(f"{prefix}/events/{{event_id}}", response_model=Provenance, tags=["query"])
+    @app.get(f"{prefix}/events/{{event_id}}", response_model=Provenance, tags=["query"],
+             responses=problems(*READ, 404))
     def event_provenance(view: View, event_id: str) -> Any:
         """An event as the stores hold it (record or fact entry, partition, offset, log
         time) and its lineage: fact versions it opened, closed and asserted, its memory row."""
