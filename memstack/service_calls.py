@@ -151,12 +151,25 @@ def answer(response: httpx.Response, parse: Callable[[bytes], T]) -> T:
     if response.status_code >= 400:
         try:
             body = response.json()
-            detail = body.get("detail", response.text) if isinstance(body, dict) else body
+            detail = _problem_detail(body) if isinstance(body, dict) else body
         except ValueError:
             detail = response.text
         where = f"{response.request.method} {response.request.url.path}"
         raise error_for(response.status_code, detail, where)
     return parse(response.content)
+
+
+_PROBLEM_MEMBERS = ("type", "title", "status", "detail", "instance", "field", "errors")
+
+
+def _problem_detail(body: dict[str, Any]) -> Any:
+    """A problem document's detail, with its extension members (``behind``, ``written``...)
+    as ``{"message": detail, ...}``; any other body's ``detail``."""
+    detail = body.get("detail", body)
+    extra = {k: v for k, v in body.items() if k not in _PROBLEM_MEMBERS}
+    if "type" in body and "status" in body and extra:
+        return {"message": detail, **extra}
+    return detail
 
 
 def parse_sse(lines: Iterator[str]) -> Iterator[Change]:

@@ -25,13 +25,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import JSONResponse
 
-from memstack.pipelines.stores.errors import StoreError
 from memstack.server.api_keys import ApiKeys
-from memstack.server.contract import READ, problems, publish
+from memstack.server.contract import publish
 from memstack.server.deps import Known, Relation, Session, Subject, Valid, View
-from memstack.view.errors import TenantScopeError, ViewError
+from memstack.server.problems import install_problem_handlers, problem_responses
 from memstack.view.ops import Query as Q
 from memstack.view.types import (
     Context,
@@ -54,6 +52,9 @@ StoresProvider = Callable[[], "Stores"]
 """Returns the open stores to read (called per request; must be cheap)."""
 
 API_VERSION = "1"
+
+READ_ERRORS = problem_responses(401, 403, 422, 500, 503, 504)
+"""What a read route may answer besides 200, each a problem document (docs/service.md)."""
 
 
 def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
@@ -79,7 +80,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
         from memstack.server.routes import add_service_routes
 
         add_service_routes(app)
-    _errors(app)
+    install_problem_handlers(app)
     app.get("/healthz", tags=["service"])(_health)
     _mount_inspector(app)
     _mount_mcp(app, grants, mcp_host)
@@ -112,21 +113,21 @@ def _routes(app: FastAPI) -> None:
     prefix = "/v1/tenants/{tenant}"
 
     @app.get(f"{prefix}/facts", response_model=FactsAnswer, tags=["query"],
-             responses=problems(*READ))
+             responses=READ_ERRORS)
     def facts(view: View, valid: Valid = None, known: Known = None, subject: Subject = None,
               relation: Relation = None) -> Any:
         """Fact values valid at ``valid`` as known at ``known`` (both default to now)."""
         return view.run(Q("facts", valid, known, subject=subject, relation=relation))
 
     @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"],
-             responses=problems(*READ))
+             responses=READ_ERRORS)
     def history(view: View, subject: Annotated[str, Query(description="Fact subject")],
                 relation: Relation = None, valid: Valid = None, known: Known = None) -> Any:
         """Every version of a subject's facts with both intervals, as the timeline was known."""
         return view.run(Q("history", valid, known, subject=subject, relation=relation))
 
     @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"],
-             responses=problems(*READ))
+             responses=READ_ERRORS)
     def search(view: View, text: Annotated[str, Query(min_length=1)],
                k: Annotated[int, Query(ge=1, le=1000)] = 10,
                kind: Annotated[list[str] | None, Query()] = None, session: Session = None,
@@ -137,7 +138,7 @@ def _routes(app: FastAPI) -> None:
                           kinds=tuple(kind or ()), session=session, mode=mode))
 
     @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"],
-             responses=problems(*READ))
+             responses=READ_ERRORS)
     def records(view: View, session: Session = None,
                 start: Annotated[str | None, Query(description="occurred at or after")] = None,
                 end: Annotated[str | None, Query(description="occurred before")] = None,
@@ -148,7 +149,7 @@ def _routes(app: FastAPI) -> None:
                           limit=limit))
 
     @app.get(f"{prefix}/context", response_model=Context, tags=["query"],
-             responses=problems(*READ))
+             responses=READ_ERRORS)
     def context(view: View, text: Annotated[str, Query(min_length=1)],
                 budget_tokens: Annotated[int, Query(ge=1, le=1_000_000)] = 2000,
                 session: Session = None, subject: Subject = None, valid: Valid = None,
@@ -156,19 +157,3 @@ def _routes(app: FastAPI) -> None:
         """A prompt-ready context under a token budget, with provenance per item."""
         return view.run(Q("context", valid, known, subject=subject, text=text,
                           session=session, budget_tokens=budget_tokens))
-
-
-def _errors(app: FastAPI) -> None:
-    @app.exception_handler(TenantScopeError)
-    def _scope(_: Request, exc: TenantScopeError) -> JSONResponse:
-        log.error("tenant scope violation: %s", exc)
-        return JSONResponse({"detail": "internal error"}, status_code=500)
-
-    @app.exception_handler(ViewError)
-    def _view(_: Request, exc: ViewError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
-
-    @app.exception_handler(StoreError)
-    def _store(_: Request, exc: StoreError) -> JSONResponse:
-        log.error("store error: %s", exc)
-        return JSONResponse({"detail": str(exc)}, status_code=503)

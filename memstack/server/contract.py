@@ -3,8 +3,9 @@
 FastAPI writes each operation's parameters and its 200 answer from the code. This module adds
 the rest, so that a client in any language can be written from ``docs/openapi.json`` alone:
 
-- every error status an operation can return, each with the problem document it carries
-  (RFC 9457, ``application/problem+json``): routes pass :func:`problems` as ``responses=``;
+- every error is a problem document (RFC 9457, ``memstack.server.problems``; the routes
+  declare their statuses with ``problem_responses``): FastAPI's own 422 schema, where it adds
+  one, is replaced by the problem, and the problem is the only content an error declares;
 - the event envelope (``schemas/event.v1.json``, the file other languages validate with) as
   component schemas, the request body of ``POST .../events`` and the ``scope`` of
   ``POST .../forget``;
@@ -23,51 +24,7 @@ from fastapi.openapi.utils import get_openapi
 
 from memstack.schemas.events import SCHEMA_VERSION
 from memstack.schemas.wire import load_schema
-
-PROBLEM_TYPE = "application/problem+json"
-
-PROBLEM: dict[str, Any] = {
-    "title": "Problem",
-    "type": "object",
-    "description": "An error, as an RFC 9457 problem document. `detail` says what to change; "
-                   "more members may follow (RFC 9457 section 3.2).",
-    "properties": {
-        "type": {"type": "string", "format": "uri-reference", "default": "about:blank",
-                 "description": "A URI naming the kind of problem"},
-        "title": {"type": "string", "description": "A short summary of the kind of problem"},
-        "status": {"type": "integer", "minimum": 100, "maximum": 599,
-                   "description": "The HTTP status code"},
-        "detail": {"type": "string", "description": "This occurrence, and what to do next"},
-        "instance": {"type": "string", "format": "uri-reference",
-                     "description": "A URI naming this occurrence"},
-    },
-    "additionalProperties": True,
-}
-
-STATUSES: dict[int, str] = {
-    401: "No API key, or an unknown one (`Authorization: Bearer KEY` or `X-API-Key: KEY`)",
-    403: "The key is not granted the path's tenant or the operation's role, or an event names "
-         "another tenant",
-    404: "Nothing of that id in this tenant",
-    410: "The change feed no longer holds changes after `from`; read the state again and "
-         "follow from now",
-    413: "The body or the number of events passes the service's limit; split the request",
-    422: "A parameter or the body breaks a rule; `detail` names the field and the rule",
-    503: "A store or the broker could not answer now; a retry is safe",
-    504: "The stores did not apply `after` within the service's timeout; retry the read",
-}
-"""Each error status an operation may declare, and what it means for a client."""
-
-
-def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route that may answer ``statuses``, each with a problem document."""
-    return {status: {"description": STATUSES[status], "content": {PROBLEM_TYPE: {
-        "schema": {"$ref": "#/components/schemas/Problem"}}}} for status in statuses}
-
-
-AUTH = (401, 403)
-READ = (*AUTH, 422, 503, 504)
-"""A read route's errors: the key, a parameter or ``after=``, the stores, ``after=``'s wait."""
+from memstack.server.problems import MEDIA_TYPE, problem_responses
 
 
 def publish(app: FastAPI) -> None:
@@ -91,11 +48,11 @@ def _completed(spec: dict[str, Any]) -> dict[str, Any]:
     if clash:
         raise AssertionError(f"event schema names {clash} are taken in the spec")
     schemas.update(event)
-    schemas["Problem"] = PROBLEM
     paths = spec.get("paths", {})
     for operation in (op for item in paths.values() for op in item.values()):
-        if "422" in operation.get("responses", {}):  # FastAPI's own: a problem here too
-            operation["responses"]["422"] = problems(422)[422]
+        for status, response in operation.get("responses", {}).items():
+            if status.startswith(("4", "5")):
+                _problem_only(status, response)
     for name in ("HTTPValidationError", "ValidationError"):
         if not _referenced(spec, f"#/components/schemas/{name}"):
             schemas.pop(name, None)
@@ -109,6 +66,15 @@ def _completed(spec: dict[str, Any]) -> dict[str, Any]:
                            "facts matching (subject, relation, object)"}
         schemas["ForgetBody"]["examples"] = [FORGET_EXAMPLE]
     return spec
+
+
+def _problem_only(status: str, response: dict[str, Any]) -> None:
+    """An error answers ``application/problem+json`` only (FastAPI adds an ``application/json``
+    content for a response's model, and its own 422 schema where a route declares none)."""
+    content = response.get("content", {})
+    if MEDIA_TYPE not in content:
+        content = problem_responses(int(status))[int(status)]["content"]
+    response["content"] = {MEDIA_TYPE: content[MEDIA_TYPE]}
 
 
 def _name(definition: str) -> str:

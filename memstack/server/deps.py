@@ -18,8 +18,8 @@ from fastapi import Depends, HTTPException, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from memstack.pipelines.service.position import InvalidPositionError, Position
-from memstack.pipelines.service.watch import StoresBehindError
 from memstack.server.api_keys import Grant
+from memstack.server.problems import invalid
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute
@@ -75,17 +75,13 @@ async def caught_up(request: Request, after: After = None) -> Position | None:
         return None
     service: LiveService | None = request.app.state.service
     if service is None:
-        raise HTTPException(422, "after= needs the live service (`memstack serve`); this "
-                                 "server reads stores no one writes")
+        raise invalid("after", "needs the live service (`memstack serve`); this server reads "
+                               "stores no one writes")
     try:
         wanted = Position.parse(after)
     except InvalidPositionError as exc:
-        raise HTTPException(422, f"after: {exc}") from exc
-    try:
-        return await service.watch.wait(wanted, service.after_timeout_s)
-    except StoresBehindError as exc:
-        raise HTTPException(504, {"message": str(exc), "behind": exc.behind,
-                                  "applied": exc.applied.token}) from exc
+        raise invalid("after", str(exc)) from exc
+    return await service.watch.wait(wanted, service.after_timeout_s)  # 504: StoresBehindError
 
 
 @dataclass(frozen=True)

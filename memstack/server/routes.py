@@ -9,18 +9,17 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from memstack.pipelines.service.changes import FeedGoneError
 from memstack.pipelines.service.live import LiveService
 from memstack.pipelines.service.position import InvalidPositionError, Position
-from memstack.pipelines.service.writes import WriteRejectedError, parse_events
+from memstack.pipelines.service.writes import parse_events
 from memstack.server.api_keys import Grant
-from memstack.server.contract import AUTH, problems
 from memstack.server.deps import Tenant, authorized
+from memstack.server.problems import ProblemError, invalid, problem_responses
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +68,14 @@ async def _body(request: Request, limit: int) -> bytes:
     """The body, refused with 413 as soon as it passes ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"the body has {declared} bytes; the limit is {limit}")
+        raise ProblemError(413, f"the body has {declared} bytes; the limit is {limit} (split "
+                                "the events into requests)", field="body")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise HTTPException(413, f"the body passed the limit of {limit} bytes")
+            raise ProblemError(413, f"the body passed the limit of {limit} bytes (split the "
+                                    "events into requests)", field="body")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -85,46 +86,42 @@ def add_service_routes(app: FastAPI) -> None:
     # The body is read raw (its size is limited as it streams); memstack.server.contract
     # publishes its schema, the event envelope of schemas/event.v1.json.
     @app.post(f"{prefix}/events", response_model=WriteAnswer, tags=["write"],
-              responses=problems(*AUTH, 413, 422, 503))
+              responses=problem_responses(401, 403, 409, 413, 415, 422, 500, 503))
     async def write_events(tenant: Tenant, request: Request,
                            _grant: Annotated[Grant, Depends(authorized("write"))]) -> Any:
         """Write events (the JSON of schemas/event.v1.json); answers once the broker
         acknowledged every one. All-or-nothing validation; retries are idempotent by id."""
         service = _service(request)
-        try:
-            events = parse_events(await _body(request, service.limits.max_bytes), tenant,
-                                  service.limits)
-        except WriteRejectedError as exc:
-            raise HTTPException(exc.status, exc.detail) from exc
+        events = parse_events(await _body(request, service.limits.max_bytes), tenant,
+                              service.limits)
         request.state.memstack_kinds = [str(e.kind) for e in events]  # for the write's span
         written = await run_in_threadpool(service.writer.write, events)
         position = Position(events=_next_offsets((w.partition, w.offset) for w in written))
         return {"written": [w.to_json() for w in written], "position": position.token}
 
     @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"],
-              responses=problems(*AUTH, 422, 503))
+              responses=problem_responses(401, 403, 422, 500, 503))
     async def forget(tenant: Tenant, body: ForgetBody, request: Request,
                      _grant: Annotated[Grant, Depends(authorized("forget"))]) -> Any:
         """Log a forget request; ``after=`` its position, no read returns the content."""
-        try:
-            return await run_in_threadpool(_service(request).forgets.request, tenant,
-                                           body.model_dump())
-        except WriteRejectedError as exc:
-            raise HTTPException(exc.status, exc.detail) from exc
+        return await run_in_threadpool(_service(request).forgets.request, tenant,
+                                       body.model_dump())
 
     @app.get(f"{prefix}/forget/{{request_id}}", response_model=ForgetStatus, tags=["write"],
-             responses=problems(*AUTH, 404))
+             responses=problem_responses(401, 403, 404, 422, 500))
     def forget_status(tenant: Tenant, request_id: str, request: Request,
                       _grant: Annotated[Grant, Depends(authorized("read"))]) -> Any:
         """A forget request's status (logged, invisible, erased, audited), when each phase was
         reached, and its per-store audit."""
         status = _service(request).forgets.status(tenant, request_id)
         if status is None:
-            raise HTTPException(404, f"tenant {tenant!r} has no forget request {request_id!r}")
+            raise ProblemError(404, f"tenant {tenant!r} has no forget request {request_id!r}",
+                               field="request_id")
         return status
 
     @app.get(f"{prefix}/changes", tags=["feed"], response_class=StreamingResponse,
-             responses={200: {"content": {"text/event-stream": {}}}, **problems(*AUTH, 410, 422)})
+             responses={200: {"content": {"text/event-stream": {}}},
+                        **problem_responses(401, 403, 410, 422, 500)})
     async def changes(tenant: Tenant, request: Request,
                       _grant: Annotated[Grant, Depends(authorized("read"))],
                       from_: Annotated[str | None, Query(alias="from", description=(
@@ -136,12 +133,10 @@ def add_service_routes(app: FastAPI) -> None:
         token = from_ or request.headers.get("last-event-id")
         try:
             since = Position.parse(token) if token else None
-            if since is not None:
-                feed.check_from(since)
         except InvalidPositionError as exc:
-            raise HTTPException(422, f"from: {exc}") from exc
-        except FeedGoneError as exc:
-            raise HTTPException(410, str(exc)) from exc
+            raise invalid("from", str(exc)) from exc
+        if since is not None:
+            feed.check_from(since)  # FeedGoneError: 410
         return StreamingResponse(feed.follow(tenant, since), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 

@@ -33,12 +33,17 @@ REMEMBERED = 200_000
 
 
 class WriteRejectedError(MemstackError):
-    """A write request was refused; ``status`` is the HTTP status that says why."""
+    """A write request was refused; ``status`` is the HTTP status that says why, ``field`` the
+    offending body field (``events[1].occurred_at``) when there is one, and ``extensions``
+    further members of the problem document the service answers."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, *, field: str | None = None,
+                 **extensions: Any) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.field = field
+        self.extensions = extensions
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import pytest
 from memstack.jobs.service import openapi_app
 from memstack.schemas.events import SCHEMA_VERSION, validate_event
 from memstack.schemas.wire import load_schema
-from memstack.server.contract import FORGET_EXAMPLE, PROBLEM_TYPE
+from memstack.server.contract import FORGET_EXAMPLE
+from memstack.server.problems import MEDIA_TYPE
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
@@ -27,26 +28,27 @@ def operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
             for method, op in item.items()]
 
 
-def test_every_error_is_a_problem_document(spec: dict[str, Any]) -> None:
+def test_every_error_status_declares_the_problem_schema(spec: dict[str, Any]) -> None:
     for method, path, op in operations(spec):
         for status, response in op["responses"].items():
             if status.startswith(("4", "5")):
-                assert response["content"] == {PROBLEM_TYPE: {"schema": PROBLEM_REF}}, (
+                assert response["content"] == {MEDIA_TYPE: {"schema": PROBLEM_REF}}, (
                     method, path, status)
                 assert response["description"], (method, path, status)
     assert "HTTPValidationError" not in spec["components"]["schemas"]
 
 
 def test_each_operation_lists_its_statuses(spec: dict[str, Any]) -> None:
-    read = {"200", "401", "403", "422", "503", "504"}
+    read = {"200", "401", "403", "422", "500", "503", "504"}
     want = {
         ("GET", "/healthz"): {"200"},
-        ("GET", "/v1/key"): {"200", "401"},
-        ("POST", "/v1/tenants/{tenant}/events"): {"200", "401", "403", "413", "422", "503"},
-        ("POST", "/v1/tenants/{tenant}/forget"): {"200", "401", "403", "422", "503"},
+        ("GET", "/v1/key"): {"200", "401", "500"},
+        ("POST", "/v1/tenants/{tenant}/events"): {"200", "401", "403", "409", "413", "415",
+                                                  "422", "500", "503"},
+        ("POST", "/v1/tenants/{tenant}/forget"): {"200", "401", "403", "422", "500", "503"},
         ("GET", "/v1/tenants/{tenant}/forget/{request_id}"): {"200", "401", "403", "404",
-                                                               "422"},
-        ("GET", "/v1/tenants/{tenant}/changes"): {"200", "401", "403", "410", "422"},
+                                                               "422", "500"},
+        ("GET", "/v1/tenants/{tenant}/changes"): {"200", "401", "403", "410", "422", "500"},
         ("GET", "/v1/tenants/{tenant}/events/{event_id}"): read | {"404"},
     }
     for method, path, op in operations(spec):

@@ -99,6 +99,31 @@ def test_bad_input_is_422_with_a_hint(client: TestClient) -> None:
     assert response.status_code == 422
 
 
+def test_every_error_is_a_problem_document(client: TestClient) -> None:
+    """RFC 9457 problem details for the routes' errors and the framework's own (404, 405,
+    422), naming the offending field (memstack.server.problems)."""
+    auth = {"Authorization": f"Bearer {ACME_KEY}"}
+    cases = [
+        (client.get("/v1/tenants/acme/facts"), 401, None),
+        (client.get("/v1/tenants/other/facts", headers=auth), 403, None),
+        (client.get("/v1/tenants/acme/facts", params={"valid": "yesterday"}, headers=auth),
+         422, None),
+        (client.get("/v1/tenants/acme/search", params={"text": "x", "k": 0}, headers=auth),
+         422, "k"),
+        (client.get("/v1/tenants/acme/history", headers=auth), 422, "subject"),
+        (client.get("/no/such/route"), 404, None),
+        (client.delete("/v1/tenants/acme/facts", headers=auth), 405, None),
+    ]
+    for response, status, field in cases:
+        assert response.status_code == status, response.text
+        assert response.headers["content-type"] == "application/problem+json", response.text
+        body = response.json()
+        assert body["status"] == status and body["type"].startswith("urn:memstack:problem:")
+        assert body["title"] and body["detail"], body
+        if field is not None:
+            assert body["field"] == field and body["errors"][0]["field"] == field, body
+
+
 def test_keys_come_from_configuration(tmp_path: Path) -> None:
     with pytest.raises(AuthError, match="MEMSTACK_API_KEYS"):
         ApiKeys.from_env({})

@@ -23,8 +23,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
-from memstack.server.contract import READ, problems
 from memstack.server.deps import View
+from memstack.server.problems import problem_responses
 from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
 
 ASSETS = Path(__file__).parent / "static"
@@ -43,7 +43,8 @@ def add_inspector(app: FastAPI) -> None:
     """Mount the page at ``/ui`` and add its read routes."""
     prefix = "/v1/tenants/{tenant}"
 
-    @app.get("/v1/key", response_model=KeyAnswer, tags=["query"], responses=problems(401))
+    @app.get("/v1/key", response_model=KeyAnswer, tags=["query"],
+             responses=problem_responses(401, 500))
     def key(request: Request,
             bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
             header: Annotated[str | None, Depends(_header)]) -> Any:
@@ -56,14 +57,14 @@ def add_inspector(app: FastAPI) -> None:
         return {"tenants": sorted(grant.tenants), "roles": sorted(grant.roles)}
 
     @app.get(f"{prefix}/subjects", response_model=SubjectsAnswer, tags=["query"],
-             responses=problems(*READ))
+             responses=problem_responses(401, 403, 422, 500, 503, 504))
     def tenant_subjects(view: View) -> Any:
         """The tenant's subjects (facts and records about them, when they were learnt) and
         its known-time range: the first and last transaction time of any fact or record."""
         return view.call(lambda memory: subjects(memory.stores.events, memory.tenant))
 
     @app.get(f"{prefix}/events/{{event_id}}", response_model=Provenance, tags=["query"],
-             responses=problems(*READ, 404))
+             responses=problem_responses(401, 403, 404, 422, 500, 503, 504))
     def event_provenance(view: View, event_id: str) -> Any:
         """An event as the stores hold it (record or fact entry, partition, offset, log
         time) and its lineage: fact versions it opened, closed and asserted, its memory row."""
