@@ -72,7 +72,8 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _http_service(server: _Server, on_listening: Any) -> type:
+def _http_service(server: _Server, on_listening: Any,
+                  on_draining: Callable[[], None] = lambda: None) -> type:
     import mode
 
     class HttpService(mode.Service):
@@ -88,6 +89,7 @@ def _http_service(server: _Server, on_listening: Any) -> type:
             on_listening(server)
 
         async def on_stop(self) -> None:
+            on_draining()  # waiting after= reads answer 503 now, not 500 when cut off
             server.should_exit = True
             if self.serving is not None:
                 await self.serving
@@ -111,7 +113,7 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
         return Position(live.processor.applied_offsets(), forgetting.next_offsets)
 
     gate = ReadWriteGate(options.read_concurrency, options.search_concurrency)
-    watch = AppliedWatch(applied)
+    watch = AppliedWatch(applied, _partition_counts(settings))
     feed = ChangeFeed(Position(base.applied_offsets()))
     writer = EventWriter(client, settings.events_topic,
                          lookup=_stored_lookup(base, gate, datetime.now(UTC)))
@@ -123,6 +125,16 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
     return LiveService(watch, gate, feed, writer, desk,
                        WriteLimits(options.max_events, options.max_bytes),
                        options.after_timeout_s)
+
+
+def _partition_counts(settings: Settings) -> Position:
+    """The partitions of the events and forget topics, as a position of next offset 0 each:
+    an ``after=`` naming a partition outside it is refused at once (422)."""
+    from memstack.infra.topics import describe_topics
+
+    infos = describe_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic])
+    events, forgets = (range(info.partitions) for info in infos)
+    return Position(dict.fromkeys(events, 0), dict.fromkeys(forgets, 0))
 
 
 def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
@@ -199,7 +211,8 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
                                         log_level="warning", lifespan="off",
                                         timeout_graceful_shutdown=10))
         live.app.service(_http_service(server, _announce(settings, directory,
-                                                         base.encoder.name)))
+                                                         base.encoder.name),
+                                       service.watch.drain))
         code = run_worker(live)
     finally:
         service_file(settings).unlink(missing_ok=True)

@@ -63,10 +63,40 @@ class ServerError(ServiceError):
     """Any other 5xx: a fault in the service; its log says more."""
 
 
+class ConflictError(ServiceError):
+    """409: an event id was already written with other content; use a new id."""
+
+
+PROBLEM_TITLES: dict[int, tuple[str, str]] = {
+    400: ("bad-request", "Bad request"),
+    401: ("unauthorized", "Unauthorized"),
+    403: ("forbidden", "Forbidden"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    409: ("conflict", "Conflict"),
+    410: ("gone", "Gone"),
+    413: ("too-large", "Content too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
+    422: ("invalid-request", "Invalid request"),
+    500: ("internal", "Internal error"),
+    503: ("unavailable", "Service unavailable"),
+    504: ("stores-behind", "Stores behind"),
+}
+"""The service's problem documents: the default type slug and title per status (the server's
+:mod:`memstack.server.problems` answers them; MCP tool errors quote the title)."""
+
+
+def problem_text(status: int | None, detail: Any) -> str:
+    """One line for a person or an agent: ``unauthorized: <detail> (HTTP 401)``."""
+    title = PROBLEM_TITLES.get(status or 0, ("", "error"))[1].lower()
+    return f"{title}: {describe(detail)}" + (f" (HTTP {status})" if status else "")
+
+
 _BY_STATUS: dict[int, type[ServiceError]] = {
     400: InvalidRequestError, 401: AuthenticationError, 403: PermissionDeniedError,
-    404: NotFoundError, 410: PositionGoneError, 413: PayloadTooLargeError, 422: InvalidRequestError,
-    503: ServiceUnavailableError, 504: NotCaughtUpError,
+    404: NotFoundError, 409: ConflictError, 410: PositionGoneError, 413: PayloadTooLargeError,
+    415: InvalidRequestError, 422: InvalidRequestError, 503: ServiceUnavailableError,
+    504: NotCaughtUpError,
 }
 
 

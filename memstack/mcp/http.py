@@ -10,6 +10,7 @@ tenant checks, validation and ``after=`` are exactly those of the HTTP API.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 
@@ -69,7 +70,7 @@ def tenant_for(key: str | None, headers: Mapping[str, str] | None,
     """The one tenant a call works on: from the key's grants, never from a tool argument."""
     granted = tenants_of(key) if key else None
     if not granted:
-        raise ToolError("missing or unknown API key: send Authorization: Bearer KEY")
+        raise ToolError(UNAUTHORIZED)
     lower = {k.lower(): v for k, v in (headers or {}).items()}
     named = lower.get(TENANT_HEADER)
     if named is not None:
@@ -80,6 +81,43 @@ def tenant_for(key: str | None, headers: Mapping[str, str] | None,
         raise ToolError(f"this API key is granted {len(granted)} tenants; name one with the "
                         "X-Memstack-Tenant header")
     return next(iter(granted))
+
+
+UNAUTHORIZED = ("unauthorized: missing or unknown API key; send Authorization: Bearer KEY "
+                "(or X-API-Key) with a key `memstack keys add` made")
+UNAUTHORIZED_CODE = -32001
+"""The JSON-RPC error code of a refused key (server-defined range)."""
+
+
+def unauthorized(request_id: object) -> JSONResponse:
+    """401 as a JSON-RPC error the SDK clients show as is (they read a JSON-RPC error body at
+    any status; a bare 401 surfaces as -32603 "Server returned an error response"). Its
+    ``data`` is the service's problem document."""
+    problem = {"type": "urn:memstack:problem:unauthorized", "title": "Unauthorized",
+               "status": 401, "detail": UNAUTHORIZED.removeprefix("unauthorized: ")}
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id,
+                         "error": {"code": UNAUTHORIZED_CODE, "message": UNAUTHORIZED,
+                                   "data": problem}},
+                        status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _request_id(receive: Receive, limit: int = 1 << 20) -> object:
+    """The JSON-RPC id of the request's body (None when it has none or is not JSON-RPC)."""
+    chunks: list[bytes] = []
+    size, more = 0, True
+    while more and size <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        more = message.get("more_body", False)
+    try:
+        body = json.loads(b"".join(chunks)) if size <= limit else None
+    except (ValueError, RecursionError):
+        return None
+    request_id = body.get("id") if isinstance(body, dict) else None
+    return request_id if isinstance(request_id, (str, int)) else None
 
 
 class McpEndpoint:
@@ -100,9 +138,7 @@ class McpEndpoint:
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             key = api_key_of(headers)
             if not key or not self.tenants_of(key):
-                answer = JSONResponse({"detail": "missing or unknown API key"}, status_code=401,
-                                      headers={"WWW-Authenticate": "Bearer"})
-                await answer(scope, receive, send)
+                await unauthorized(await _request_id(receive))(scope, receive, send)
                 return
         await self._started()
         await self.app(scope, receive, send)

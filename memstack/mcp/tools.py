@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from memstack.foundation.errors import MemstackError
 from memstack.mcp.backend import BackendResolver, MemoryBackend
-from memstack.service_types import WriteReceipt
+from memstack.service_types import ServiceError, WriteReceipt, problem_text
 
 P = ParamSpec("P")
 Json = dict[str, Any]
@@ -75,6 +75,8 @@ def explained(fn: Callable[P, Awaitable[Json]]) -> Callable[P, Awaitable[Json]]:
     async def call(*args: P.args, **kwargs: P.kwargs) -> Json:
         try:
             return await fn(*args, **kwargs)
+        except ServiceError as exc:  # the service's problem: its title, detail and status
+            raise ToolError(problem_text(exc.status, exc.detail)) from exc
         except (MemstackError, ValidationError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 

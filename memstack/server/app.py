@@ -28,7 +28,18 @@ from fastapi import FastAPI, Query, Request
 
 from memstack.server.api_keys import ApiKeys
 from memstack.server.contract import publish
-from memstack.server.deps import Known, Relation, Session, Subject, Valid, View
+from memstack.server.deps import (
+    MAX_NAME,
+    MAX_RECORDS,
+    MAX_TOKEN,
+    Known,
+    Relation,
+    Session,
+    Subject,
+    Text,
+    Valid,
+    View,
+)
 from memstack.server.problems import install_problem_handlers, problem_responses
 from memstack.view.ops import Query as Q
 from memstack.view.types import (
@@ -121,16 +132,17 @@ def _routes(app: FastAPI) -> None:
 
     @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"],
              responses=READ_ERRORS)
-    def history(view: View, subject: Annotated[str, Query(description="Fact subject")],
+    def history(view: View, subject: Annotated[str, Query(description="Fact subject",
+                                                          max_length=MAX_NAME)],
                 relation: Relation = None, valid: Valid = None, known: Known = None) -> Any:
         """Every version of a subject's facts with both intervals, as the timeline was known."""
         return view.run(Q("history", valid, known, subject=subject, relation=relation))
 
     @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"],
              responses=READ_ERRORS)
-    def search(view: View, text: Annotated[str, Query(min_length=1)],
-               k: Annotated[int, Query(ge=1, le=1000)] = 10,
-               kind: Annotated[list[str] | None, Query()] = None, session: Session = None,
+    def search(view: View, text: Text, k: Annotated[int, Query(ge=1, le=1000)] = 10,
+               kind: Annotated[list[str] | None, Query(max_length=16)] = None,
+               session: Session = None,
                subject: Subject = None, mode: SearchMode = "hybrid", valid: Valid = None,
                known: Known = None) -> Any:
         """Hybrid search (BM25 + vector, RRF) over the rows that answer as of; with provenance."""
@@ -140,9 +152,12 @@ def _routes(app: FastAPI) -> None:
     @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"],
              responses=READ_ERRORS)
     def records(view: View, session: Session = None,
-                start: Annotated[str | None, Query(description="occurred at or after")] = None,
-                end: Annotated[str | None, Query(description="occurred before")] = None,
-                limit: Annotated[int | None, Query(ge=1)] = None, valid: Valid = None,
+                start: Annotated[str | None, Query(description="occurred at or after",
+                                                   max_length=MAX_TOKEN)] = None,
+                end: Annotated[str | None, Query(description="occurred before",
+                                                 max_length=MAX_TOKEN)] = None,
+                limit: Annotated[int | None, Query(ge=1, le=MAX_RECORDS)] = None,
+                valid: Valid = None,
                 known: Known = None) -> Any:
         """Raw records in log order."""
         return view.run(Q("records", valid, known, session=session, start=start, end=end,
@@ -150,7 +165,7 @@ def _routes(app: FastAPI) -> None:
 
     @app.get(f"{prefix}/context", response_model=Context, tags=["query"],
              responses=READ_ERRORS)
-    def context(view: View, text: Annotated[str, Query(min_length=1)],
+    def context(view: View, text: Text,
                 budget_tokens: Annotated[int, Query(ge=1, le=1_000_000)] = 2000,
                 session: Session = None, subject: Subject = None, valid: Valid = None,
                 known: Known = None) -> Any:

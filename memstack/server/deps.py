@@ -32,16 +32,30 @@ log = logging.getLogger(__name__)
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <key>")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: <key>")
 
-Tenant = Annotated[str, Path(description="The tenant whose memory is read")]
-Valid = Annotated[str | None, Query(description="Valid time (RFC 3339, a date, or now)")]
+MAX_NAME = 256
+"""The longest tenant, subject, relation or session (as the event schema's names)."""
+MAX_TOKEN = 4096
+"""The longest time, log position or position token a query may pass."""
+MAX_TEXT = 10_000
+"""The longest search or context text."""
+MAX_RECORDS = 10_000
+"""The most records one ``records`` answer may hold (``limit=``)."""
+
+Tenant = Annotated[str, Path(description="The tenant whose memory is read",
+                             max_length=MAX_NAME)]
+Valid = Annotated[str | None, Query(description="Valid time (RFC 3339, a date, or now)",
+                                    max_length=MAX_TOKEN)]
 Known = Annotated[str | None, Query(
-    description="Transaction time (RFC 3339 or now) or log position 'partition:next_offset,...'")]
+    description="Transaction time (RFC 3339 or now) or log position 'partition:next_offset,...'",
+    max_length=MAX_TOKEN)]
 After = Annotated[str | None, Query(
     description="A position token a write or forget returned: answer once the stores applied "
-                "it (504 when they do not within the service's timeout)")]
-Subject = Annotated[str | None, Query(description="Fact subject")]
-Relation = Annotated[str | None, Query(description="Fact relation")]
-Session = Annotated[str | None, Query(description="Session id")]
+                "it (504 when they do not within the service's timeout; 422 when it names a "
+                "partition the topics do not have)", max_length=MAX_TOKEN)]
+Subject = Annotated[str | None, Query(description="Fact subject", max_length=MAX_NAME)]
+Relation = Annotated[str | None, Query(description="Fact relation", max_length=MAX_NAME)]
+Session = Annotated[str | None, Query(description="Session id", max_length=MAX_NAME)]
+Text = Annotated[str, Query(min_length=1, max_length=MAX_TEXT)]
 
 
 def authorized(role: str) -> Callable[..., Awaitable[Grant]]:

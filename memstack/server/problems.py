@@ -33,27 +33,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memstack.foundation.errors import MemstackError
+from memstack.service_types import PROBLEM_TITLES
 
 log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:memstack:problem:"
 
-TITLES: Mapping[int, tuple[str, str]] = {
-    400: ("bad-request", "Bad request"),
-    401: ("unauthorized", "Unauthorized"),
-    403: ("forbidden", "Forbidden"),
-    404: ("not-found", "Not found"),
-    405: ("method-not-allowed", "Method not allowed"),
-    409: ("conflict", "Conflict"),
-    410: ("gone", "Gone"),
-    413: ("too-large", "Content too large"),
-    415: ("unsupported-media-type", "Unsupported media type"),
-    422: ("invalid-request", "Invalid request"),
-    500: ("internal", "Internal error"),
-    503: ("unavailable", "Service unavailable"),
-    504: ("stores-behind", "Stores behind"),
-}
+TITLES: Mapping[int, tuple[str, str]] = PROBLEM_TITLES
 """The default type slug and title per status."""
 
 
@@ -174,7 +161,7 @@ def memstack_problems() -> dict[type[Exception], Callable[[Any], ProblemError]]:
     """memstack's error classes, each onto its problem (most specific class first)."""
     from memstack.pipelines.service.changes import FeedGoneError
     from memstack.pipelines.service.position import InvalidPositionError
-    from memstack.pipelines.service.watch import StoresBehindError
+    from memstack.pipelines.service.watch import ServiceDrainingError, StoresBehindError
     from memstack.pipelines.service.writes import WriteRejectedError
     from memstack.pipelines.stores.errors import StoreError
     from memstack.view.errors import TenantScopeError, ViewError
@@ -189,8 +176,9 @@ def memstack_problems() -> dict[type[Exception], Callable[[Any], ProblemError]]:
         return ProblemError(500, "the service failed to answer this request; it was logged")
 
     return {
-        WriteRejectedError: lambda exc: ProblemError(exc.status, exc.detail, field=exc.field,
-                                                     **exc.extensions),
+        WriteRejectedError: lambda exc: ProblemError(
+            exc.status, exc.detail, field=exc.field, **exc.extensions,
+            headers={"Retry-After": "1"} if exc.status == 503 else None),
         TenantScopeError: scope,
         ViewError: lambda exc: ProblemError(422, str(exc), slug="invalid-parameter",
                                             title="Invalid parameter"),
@@ -199,6 +187,9 @@ def memstack_problems() -> dict[type[Exception], Callable[[Any], ProblemError]]:
         StoresBehindError: lambda exc: ProblemError(504, str(exc), behind=exc.behind,
                                                     applied=exc.applied.token),
         FeedGoneError: lambda exc: ProblemError(410, str(exc), field="from"),
+        ServiceDrainingError: lambda exc: ProblemError(503, str(exc), slug="draining",
+                                                       title="Service stopping",
+                                                       headers={"Retry-After": "5"}),
     }
 
 

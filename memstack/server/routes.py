@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
@@ -18,7 +18,7 @@ from memstack.pipelines.service.live import LiveService
 from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.pipelines.service.writes import parse_events
 from memstack.server.api_keys import Grant
-from memstack.server.deps import Tenant, authorized
+from memstack.server.deps import MAX_NAME, MAX_TOKEN, Tenant, authorized
 from memstack.server.problems import ProblemError, invalid, problem_responses
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,18 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _require_json(request: Request) -> None:
+    """415 unless the body is declared ``application/json`` (a charset, if given, UTF-8)."""
+    declared = request.headers.get("content-type", "")
+    media, _, params = declared.partition(";")
+    charset = params.strip().lower().removeprefix("charset=").strip('"')
+    if media.strip().lower() != "application/json" or (params.strip() and charset not in (
+            "utf-8", "utf8")):
+        raise ProblemError(415, f"the body is {declared[:80]!r}; send the events as "
+                                "Content-Type: application/json (UTF-8)",
+                           field="content-type")
+
+
 def add_service_routes(app: FastAPI) -> None:
     prefix = "/v1/tenants/{tenant}"
 
@@ -92,6 +104,7 @@ def add_service_routes(app: FastAPI) -> None:
         """Write events (the JSON of schemas/event.v1.json); answers once the broker
         acknowledged every one. All-or-nothing validation; retries are idempotent by id."""
         service = _service(request)
+        _require_json(request)
         events = parse_events(await _body(request, service.limits.max_bytes), tenant,
                               service.limits)
         request.state.memstack_kinds = [str(e.kind) for e in events]  # for the write's span
@@ -109,7 +122,8 @@ def add_service_routes(app: FastAPI) -> None:
 
     @app.get(f"{prefix}/forget/{{request_id}}", response_model=ForgetStatus, tags=["write"],
              responses=problem_responses(401, 403, 404, 422, 500))
-    def forget_status(tenant: Tenant, request_id: str, request: Request,
+    def forget_status(tenant: Tenant,
+                      request_id: Annotated[str, Path(max_length=MAX_NAME)], request: Request,
                       _grant: Annotated[Grant, Depends(authorized("read"))]) -> Any:
         """A forget request's status (logged, invisible, erased, audited), when each phase was
         reached, and its per-store audit."""
@@ -126,7 +140,7 @@ def add_service_routes(app: FastAPI) -> None:
                       _grant: Annotated[Grant, Depends(authorized("read"))],
                       from_: Annotated[str | None, Query(alias="from", description=(
                           "a position token (a change's id): changes after it; default: "
-                          "from now on"))] = None) -> StreamingResponse:
+                          "from now on"), max_length=MAX_TOKEN)] = None) -> StreamingResponse:
         """Server-sent events: each committed change of the tenant (memory_added,
         fact_version_opened, fact_version_closed, forgotten); the event id is a position."""
         feed = _service(request).feed

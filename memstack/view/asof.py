@@ -22,6 +22,12 @@ from memstack.schemas.asof import Cut
 from memstack.view.errors import InvalidAsOfError
 from memstack.view.types import AsOf, Known, LogCut
 
+MAX_PARTITION = 2**31 - 1
+"""The largest partition number a log position may name (Kafka's partitions are int32)."""
+MAX_OFFSET = 2**63 - 1
+"""The largest next offset a log position may name (Kafka's offsets and the stores' columns
+are int64; a larger one cannot be compared in SQL)."""
+
 _CUT = re.compile(r"^\s*\d+\s*:\s*\d+\s*(,\s*\d+\s*:\s*\d+\s*)*$")
 
 
@@ -61,8 +67,13 @@ def parse_cut(text: str) -> LogCut:
     pairs = [part.split(":") for part in text.split(",")]
     offsets: dict[int, int] = {}
     for p, o in pairs:
+        if len(p.strip()) > 10 or len(o.strip()) > 19 or int(p) > MAX_PARTITION \
+                or int(o) > MAX_OFFSET:
+            raise InvalidAsOfError(
+                f"known={text[:80]!r}: {p.strip()[:24]}:{o.strip()[:24]} is out of range; a "
+                f"partition is at most {MAX_PARTITION} and a next offset at most {MAX_OFFSET}")
         if int(p) in offsets:
-            raise InvalidAsOfError(f"known={text!r} names partition {int(p)} twice")
+            raise InvalidAsOfError(f"known={text[:80]!r} names partition {int(p)} twice")
         offsets[int(p)] = int(o)
     return LogCut.of(offsets)
 

@@ -81,6 +81,11 @@ class Position:
         lag |= {f"f{p}": o - self.forgets.get(p, 0) for p, o in wanted.forgets.items()}
         return {k: v for k, v in lag.items() if v > 0}
 
+    def unknown(self, other: Position) -> set[str]:
+        """The partitions (``e3``, ``f1``) ``other`` names and this position does not."""
+        return ({f"e{p}" for p in other.events if p not in self.events}
+                | {f"f{p}" for p in other.forgets if p not in self.forgets})
+
     def after(self, since: Position) -> bool:
         """True when this position has something ``since`` does not cover."""
         return not since.covers(self)

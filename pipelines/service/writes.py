@@ -13,10 +13,11 @@ records when it does not remember it (after a restart). So no store sees the eve
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +30,15 @@ from memstack.schemas.events import Event, EventKind, decode_json, format_time, 
 log = logging.getLogger(__name__)
 
 REMEMBERED = 200_000
-"""Event ids the writer remembers for retries (about 30 MB)."""
+"""Event ids the writer remembers for retries (about 40 MB with their fingerprints)."""
+
+MAX_DEPTH = 64
+"""The deepest nesting of JSON arrays and objects one event may have (its free-form objects,
+e.g. a tool call's ``arguments``, included); the event itself counts as level 1."""
+
+MAX_EVENT_BYTES = 512 * 1024
+"""The most bytes one event may take on the wire before sealing (sealing grows the payload by
+a third; the broker's default record limit is 1 MiB)."""
 
 
 class WriteRejectedError(MemstackError):
@@ -78,42 +87,78 @@ def parse_events(body: bytes, tenant: str, limits: WriteLimits) -> list[Event]:
     """The request's events, validated; raises :class:`WriteRejectedError` (413/422/403)."""
     if len(body) > limits.max_bytes:
         raise WriteRejectedError(413, f"the body has {len(body)} bytes; the limit is "
-                                      f"{limits.max_bytes} (split the events into requests)")
+                                      f"{limits.max_bytes} (split the events into requests)",
+                                 field="body")
     try:
         data = decode_json(body)  # also refuses nesting too deep to parse (was a 500)
     except InvalidEventError as exc:
-        raise WriteRejectedError(422, f"the body is not JSON: {exc.rule}") from exc
+        raise WriteRejectedError(422, f"the body is not JSON: {exc.rule}", field="body") from exc
     raw = data.get("events") if isinstance(data, dict) else None
     if not isinstance(raw, list) or not raw:
         raise WriteRejectedError(422, "body: expected {\"events\": [event, ...]} with at "
-                                      "least one event (see schemas/event.v1.json)")
+                                      "least one event (see schemas/event.v1.json)",
+                                 field="events")
     if len(raw) > limits.max_events:
         raise WriteRejectedError(413, f"{len(raw)} events; the limit is {limits.max_events} "
-                                      "per request")
+                                      "per request", field="events")
     events = [_one(i, item) for i, item in enumerate(raw)]
     foreign = sorted({e.tenant for e in events if e.tenant != tenant})
     if foreign:
         raise WriteRejectedError(403, f"events name tenant(s) {foreign} but the path is tenant "
-                                      f"{tenant!r}; nothing was written")
+                                      f"{tenant!r}; nothing was written", field="events")
     return events
 
 
 def _one(index: int, item: Any) -> Event:
     if not isinstance(item, dict):
-        raise WriteRejectedError(422, f"events[{index}]: expected an event object")
+        raise WriteRejectedError(422, f"events[{index}]: expected an event object",
+                                 field=f"events[{index}]")
+    deep = (_deeper_than(item, MAX_DEPTH) or "")[:200] or None
+    if deep is not None:
+        raise WriteRejectedError(422, f"events[{index}]{deep}: nested deeper than {MAX_DEPTH} "
+                                      "levels of arrays and objects; nothing was written",
+                                 field=f"events[{index}]{deep}")
     try:
         event = validate_event(item)
     except InvalidEventError as exc:
         raise WriteRejectedError(422, f"events[{index}].{exc.field}: {exc.rule}; nothing was "
-                                      "written") from exc
+                                      "written", field=f"events[{index}].{exc.field}") from exc
+    size = len(event.to_json())  # what the producer will serialize, so it cannot fail later
+    if size > MAX_EVENT_BYTES:
+        raise WriteRejectedError(413, f"events[{index}]: {size} bytes; one event may take "
+                                      f"{MAX_EVENT_BYTES}; nothing was written",
+                                 field=f"events[{index}]")
     if event.kind is EventKind.FORGET_REQUESTED:
         raise WriteRejectedError(422, f"events[{index}].kind: forget requests go to POST "
-                                      ".../forget (they need the forget role)")
+                                      ".../forget (they need the forget role)",
+                                 field=f"events[{index}].kind")
     return event
 
 
+def _deeper_than(item: Any, limit: int) -> str | None:
+    """The path (``.payload.arguments.a``) of the first value nested deeper than ``limit``
+    levels of arrays and objects, or None (iterative: hostile depth cannot recurse)."""
+    stack: list[tuple[Any, str, int]] = [(item, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        children = (value.items() if isinstance(value, dict) else
+                    enumerate(value) if isinstance(value, list) else ())
+        for key, child in children:
+            if isinstance(child, (dict, list)):
+                where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+                if depth + 1 > limit:
+                    return where
+                stack.append((child, where, depth + 1))
+    return None
+
+
 class EventWriter:
-    """Produces validated events once per event id and returns where they were written."""
+    """Produces validated events once per event id and returns where they were written.
+
+    An id it remembers answers the first write's receipt when the event is the same (a retry),
+    and is refused with 409 when it is not (the log keeps the first payload, so a second one
+    would be silently lost). A request is checked for such conflicts before anything is sent.
+    """
 
     def __init__(self, producer: Producer, topic: str, lookup: Lookup | None = None,
                  remembered: int = REMEMBERED) -> None:
@@ -122,37 +167,109 @@ class EventWriter:
         self._lookup = lookup
         self._remembered = remembered
         self._lock = threading.Lock()
-        self._known: OrderedDict[str, Future[WrittenEvent]] = OrderedDict()
+        self._known: OrderedDict[str, tuple[bytes, Future[WrittenEvent]]] = OrderedDict()
 
     def write(self, events: Sequence[Event], timeout_s: float = 30.0) -> list[WrittenEvent]:
         """Produce the events not written before and wait for every acknowledgement (blocking).
-        Raises the producer's error when the broker did not acknowledge; a retry is safe."""
-        claims = [self._claim(event) for event in events]
-        for future, pending in claims:
-            if pending is not None:
-                _settle(pending, future, timeout_s)
-        return [future.result(timeout=timeout_s) for future, _ in claims]
 
-    def _claim(self, event: Event) -> tuple[Future[WrittenEvent], Any]:
-        """The event's future, and the pending send when this call produced it."""
+        Raises :class:`WriteRejectedError` 409 (nothing sent) when an id was written with
+        another payload, and 503 listing the receipts of what was and was not written when the
+        broker did not acknowledge every event; retrying the same request is safe.
+        """
+        claims = self._claim_all(events)
+        pending = self._send(events, claims)
+        for (future, _), sent in zip(claims, pending, strict=True):
+            if sent is not None:
+                _settle(sent, future, timeout_s)
+        return _receipts(events, [future for future, _ in claims], timeout_s)
+
+    def _claim_all(self, events: Sequence[Event]) -> list[tuple[Future[WrittenEvent], bool]]:
+        """Each event's future and whether this call must produce it; 409 before any claim."""
+        prints = [_fingerprint(event) for event in events]
         with self._lock:
-            known = self._known.get(event.event_id)
-            if known is not None and not (known.done() and known.exception() is not None):
-                self._known.move_to_end(event.event_id)
-                return known, None
-            future: Future[WrittenEvent] = Future()
-            self._known[event.event_id] = future
+            _refuse_conflicts(events, prints, self._known)
+            claims: list[tuple[Future[WrittenEvent], bool]] = []
+            for event, print_ in zip(events, prints, strict=True):
+                known = self._known.get(event.event_id)
+                if known is not None and not _failed(known[1]):
+                    self._known.move_to_end(event.event_id)
+                    claims.append((known[1], False))
+                    continue
+                future: Future[WrittenEvent] = Future()
+                self._known[event.event_id] = (print_, future)
+                claims.append((future, True))
             while len(self._known) > self._remembered:
                 self._known.popitem(last=False)
-        stored = self._lookup(event.event_id) if self._lookup is not None else None
-        if stored is not None:
-            future.set_result(stored)
-            return future, None
+        return claims
+
+    def _send(self, events: Sequence[Event],
+              claims: list[tuple[Future[WrittenEvent], bool]]) -> list[Any]:
+        """Produce the claimed events in order; after a failed send, none of the rest."""
+        pending: list[Any] = []
+        failure: BaseException | None = None
+        for event, (future, mine) in zip(events, claims, strict=True):
+            sent = None
+            if mine and failure is not None:
+                future.set_exception(NotSentError(f"not sent: {failure}"))
+            elif mine:
+                stored = self._lookup(event.event_id) if self._lookup is not None else None
+                try:
+                    sent = None if stored is not None else self._producer.emit(event)
+                    if stored is not None:
+                        future.set_result(stored)
+                except Exception as exc:
+                    log.warning("producing event %s failed: %s", event.event_id, exc)
+                    failure = exc
+                    future.set_exception(exc)
+            pending.append(sent)
+        return pending
+
+
+class NotSentError(MemstackError):
+    """An event of a request was not sent because an earlier one failed to send."""
+
+
+def _fingerprint(event: Event) -> bytes:
+    return hashlib.sha256(event.to_json()).digest()
+
+
+def _failed(future: Future[WrittenEvent]) -> bool:
+    return future.done() and future.exception() is not None
+
+
+def _refuse_conflicts(events: Sequence[Event], prints: Sequence[bytes],
+                      known: Mapping[str, tuple[bytes, Future[WrittenEvent]]]) -> None:
+    """409 naming the first event whose id was written (or is in this request) with another
+    payload."""
+    seen: dict[str, bytes] = {}
+    for index, (event, print_) in enumerate(zip(events, prints, strict=True)):
+        held = known.get(event.event_id)
+        first = seen.setdefault(event.event_id, print_)
+        if first != print_ or (held is not None and held[0] != print_ and not _failed(held[1])):
+            raise WriteRejectedError(
+                409, f"events[{index}].event_id: {event.event_id} was already written with "
+                     "other content; an event id names one event for ever (make a new id with "
+                     "a UUIDv7, or resend the first content to retry); nothing was written",
+                field=f"events[{index}].event_id", event_id=event.event_id)
+
+
+def _receipts(events: Sequence[Event], futures: Sequence[Future[WrittenEvent]],
+              timeout_s: float) -> list[WrittenEvent]:
+    """Every event's receipt, or 503 listing what was and was not written."""
+    written: list[WrittenEvent] = []
+    missing: list[dict[str, str]] = []
+    for event, future in zip(events, futures, strict=True):
         try:
-            return future, self._producer.emit(event)
-        except BaseException as exc:
-            future.set_exception(exc)
-            raise
+            written.append(future.result(timeout=timeout_s))
+        except Exception as exc:
+            missing.append({"event_id": event.event_id, "reason": str(exc)[:300]})
+    if missing:
+        raise WriteRejectedError(
+            503, f"{len(missing)} of {len(events)} event(s) were not acknowledged by the broker "
+                 f"({missing[0]['reason']}); 'written' lists those that were. Retry the same "
+                 "request: written ids are answered from the first write, not produced again",
+            written=[w.to_json() for w in written], not_written=missing)
+    return written
 
 
 def _settle(pending: Any, future: Future[WrittenEvent], timeout_s: float) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from memstack.pipelines.service.writes import (
+    MAX_DEPTH,
+    MAX_EVENT_BYTES,
     EventWriter,
     WriteLimits,
     WriteRejectedError,
@@ -95,3 +97,85 @@ def test_ids_from_before_a_restart_are_looked_up_in_the_stores() -> None:
 
     written = EventWriter(producer, "t.events", lookup=lookup).write(events)
     assert producer.sent == [] and (written[0].partition, written[0].offset) == (2, 41)
+
+
+def deep_body(depth: int) -> bytes:
+    """A valid message, then a tool call whose arguments nest ``depth`` objects deep (as
+    text: json.dumps itself recurses too deep for 980)."""
+    call = {**event("acme", "s", "x"), "kind": "tool_call",
+            "payload": {"tool": "t", "call_id": "c", "arguments": "ARGS"}}
+    nested = '{"a": ' * depth + "{}" + "}" * depth
+    text = json.dumps({"events": [event("acme", "s", "ok"), call]})
+    return text.replace('"ARGS"', nested).encode()
+
+
+@pytest.mark.parametrize("depth", [62, 300, 980])
+def test_depth_is_bounded_before_anything_is_produced(depth: int) -> None:
+    """A tool call nested 300 deep validated but failed to serialize in the producer, after
+    the events before it were sent (a 500 with a partial write)."""
+    raw = deep_body(depth)
+    if depth + 3 <= MAX_DEPTH:  # event, payload, arguments, then the nesting
+        assert len(parse_events(raw, "acme", WriteLimits())) == 2
+        return
+    with pytest.raises(WriteRejectedError) as caught:
+        parse_events(raw, "acme", WriteLimits())
+    assert caught.value.status == 422
+    field = caught.value.field or ""  # the parser's own stack may end first (then: body)
+    assert field.startswith("events[1].payload.arguments.a.a") or field == "body", field
+
+
+def test_one_event_is_bounded_in_bytes() -> None:
+    raw = body(event("acme", "s", "ok"), event("acme", "s", "x" * (MAX_EVENT_BYTES + 1)))
+    with pytest.raises(WriteRejectedError) as caught:
+        parse_events(raw, "acme", WriteLimits())
+    assert caught.value.status == 413 and caught.value.field == "events[1]"
+
+
+def test_an_id_reused_with_other_content_is_409_and_sends_nothing() -> None:
+    producer = CountingProducer()
+    writer = EventWriter(producer, "t.events")
+    first = event("acme", "s", "the first content")
+    writer.write(parse_events(body(first), "acme", WriteLimits()))
+    retried = writer.write(parse_events(body(first), "acme", WriteLimits()))  # same: idempotent
+    assert retried[0].offset == 0 and len(producer.sent) == 1
+    changed = {**first, "payload": {"role": "user", "text": "other content"}}
+    fresh = event("acme", "s", "new")
+    with pytest.raises(WriteRejectedError) as caught:
+        writer.write(parse_events(body(fresh, changed), "acme", WriteLimits()))
+    assert caught.value.status == 409 and caught.value.field == "events[1].event_id"
+    assert producer.sent == [first["event_id"]]  # the fresh event before it was not sent
+    with pytest.raises(WriteRejectedError) as within:  # two contents under one id, one request
+        writer.write(parse_events(body(fresh, {**fresh, "session": "s2"}), "acme",
+                                  WriteLimits()))
+    assert within.value.status == 409 and producer.sent == [first["event_id"]]
+
+
+class FailingProducer(CountingProducer):
+    """Sends until ``fail_at`` produce calls, then raises (the broker refusing)."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+
+    def emit(self, e: Event | dict[str, Any]) -> Sent:
+        if len(self.sent) >= self.fail_at:
+            raise RuntimeError("broker refused")
+        return super().emit(e)
+
+
+def test_a_failure_while_producing_lists_what_was_and_was_not_written() -> None:
+    producer = FailingProducer(fail_at=1)
+    writer = EventWriter(producer, "t.events")
+    events = parse_events(body(*[event("acme", "s", f"e{i}") for i in range(3)]), "acme",
+                          WriteLimits())
+    with pytest.raises(WriteRejectedError) as caught:
+        writer.write(events)
+    assert caught.value.status == 503
+    written = caught.value.extensions["written"]
+    not_written = caught.value.extensions["not_written"]
+    assert [w["event_id"] for w in written] == [events[0].event_id]
+    assert [n["event_id"] for n in not_written] == [e.event_id for e in events[1:]]
+    assert producer.sent == [events[0].event_id]
+    producer.fail_at = 10  # the broker is back: the retry sends only what was missing
+    again = writer.write(events)
+    assert [w.offset for w in again] == [0, 1, 2] and len(producer.sent) == 3

@@ -84,3 +84,23 @@ def test_mcp_endpoint_refuses_unknown_keys(url: str) -> None:
     for headers in ({}, {"Authorization": "Bearer not-a-known-key"}):
         answer = httpx.post(f"{url}/mcp", json=body, headers=headers)
         assert answer.status_code == 401
+
+
+def test_a_wrong_key_is_a_clear_error_in_the_sdk_client(url: str) -> None:
+    """The SDK client used to show a bare -32603 "Server returned an error response"."""
+    from mcp.shared.exceptions import MCPError
+
+    async def go() -> None:
+        async with over_http(f"{url}/mcp", {"Authorization": "Bearer wrong-key-0001"}):
+            pass
+
+    with pytest.raises(BaseException) as caught:  # the SDK wraps it in task groups
+        asyncio.run(go())
+    errors = [caught.value]
+    while isinstance(errors[-1], BaseExceptionGroup):
+        errors.append(errors[-1].exceptions[0])
+    error = errors[-1]
+    assert isinstance(error, MCPError), repr(error)
+    assert error.error.code != -32603
+    assert error.error.message.startswith("unauthorized: missing or unknown API key")
+    assert error.error.data["status"] == 401
