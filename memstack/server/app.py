@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import FastAPI, Query, Request
 
 from memstack.server.api_keys import ApiKeys
+from memstack.server.body_limit import DEFAULT_MAX_BYTES, BodyLimit
 from memstack.server.contract import publish
 from memstack.server.deps import (
     MAX_NAME,
@@ -92,6 +93,8 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
 
         add_service_routes(app)
     install_problem_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=service.limits.max_bytes if service is not None
+                       else DEFAULT_MAX_BYTES)
     app.get("/healthz", tags=["service"])(_health)
     _mount_inspector(app)
     _mount_mcp(app, grants, mcp_host)

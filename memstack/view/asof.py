@@ -51,11 +51,13 @@ def parse_time(text: str, name: str = "time") -> datetime:
         if len(raw) == 10:
             return datetime.combine(date.fromisoformat(raw), datetime.min.time(), UTC)
         value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError as exc:
+        return aware(value, name)
+    except (ValueError, OverflowError) as exc:  # OverflowError: year 1 or 9999 off UTC
+        if isinstance(exc, InvalidAsOfError):
+            raise
         raise InvalidAsOfError(
-            f"{name}={text!r} is not a time; use RFC 3339 like 2024-05-01T12:00:00Z, a date "
-            "like 2024-05-01, or now") from exc
-    return aware(value, name)
+            f"{name}={text[:80]!r} is not a time in range; use RFC 3339 like "
+            "2024-05-01T12:00:00Z, a date like 2024-05-01, or now") from exc
 
 
 def parse_cut(text: str) -> LogCut:

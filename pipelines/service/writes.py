@@ -212,8 +212,8 @@ class EventWriter:
             if mine and failure is not None:
                 future.set_exception(NotSentError(f"not sent: {failure}"))
             elif mine:
-                stored = self._lookup(event.event_id) if self._lookup is not None else None
-                try:
+                try:  # every claimed future is settled here, or by _settle: none left waiting
+                    stored = self._lookup(event.event_id) if self._lookup is not None else None
                     sent = None if stored is not None else self._producer.emit(event)
                     if stored is not None:
                         future.set_result(stored)

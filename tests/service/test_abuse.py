@@ -56,6 +56,8 @@ def _bad_event(**changes: Any) -> bytes:
     return _events({**event("acme", "s-abuse", "x"), **changes})
 
 
+FORGET_HEAD = b'{"scope": {"type": "session", "session": "s-none"}, "reason": "'
+
 CASES = [
     Case("10 MB body", post(b'{"events": [' + b" " * 10_000_000 + b"]}"), 413, "body"),
     Case("10 MB body, no length", lambda c: c.post(EVENTS, headers=JSON, content=iter(
@@ -73,6 +75,13 @@ CASES = [
     Case("no content type", post(_events(event("acme", "s-abuse", "x")), {}), 415,
          "content-type"),
     Case("multipart", lambda c: c.post(EVENTS, files={"f": b"1"}), 415, "content-type"),
+    Case("10 MB forget", post(FORGET_HEAD + b"r" * 10_000_000 + b'"}',
+                              path="/v1/tenants/acme/forget"), 413, "body"),
+    Case("10 MB forget, no length", lambda c: c.post(
+        "/v1/tenants/acme/forget", headers=JSON, content=iter(
+            [FORGET_HEAD] + [b"r" * 1_000_000] * 10 + [b'"}'])), 413, "body"),
+    Case("10 MB to /mcp", post(b'{"jsonrpc": "2.0", "id": 1, "method": "' + b"m" * 10_000_000
+                               + b'"}', path="/mcp"), 413, "body"),
     Case("form to forget", lambda c: c.post("/v1/tenants/acme/forget", data={"a": "1"}), 422,
          "body"),
     Case("k=0", get("/v1/tenants/acme/search", text="x", k=0), 422, "k"),
@@ -89,6 +98,16 @@ CASES = [
     Case("known too long", get("/v1/tenants/acme/facts", known="0:1," * 2000), 422, "known"),
     Case("valid year 99999", get("/v1/tenants/acme/facts", valid="99999-01-01T00:00:00Z"),
          422, "valid"),
+    Case("valid year 1 east of UTC", get("/v1/tenants/acme/facts",
+                                         valid="0001-01-01T00:00:00+14:00"), 422, "valid"),
+    Case("known year 9999 west of UTC", get("/v1/tenants/acme/records",
+                                            known="9999-12-31T23:59:59-14:00"), 422, "known"),
+    Case("search as of year 1", get("/v1/tenants/acme/search", text="x", valid="0001-01-01",
+                                    known="0001-01-01"), 200, ""),
+    Case("records as of 9999", get("/v1/tenants/acme/records", valid="9999-12-31T23:59:59Z",
+                                   start="0001-01-01", end="9999-12-31"), 200, ""),
+    Case("facts as of year 1", get("/v1/tenants/acme/facts", valid="0001-01-01",
+                                   known="0001-01-01"), 200, ""),
     Case("valid garbage", get("/v1/tenants/acme/facts", valid="\u2603"), 422, "valid"),
     Case("start garbage", get("/v1/tenants/acme/records", start="yesterday"), 422, "start"),
     Case("after garbage", get("/v1/tenants/acme/records", after="../../etc"), 422, "after"),
@@ -129,6 +148,11 @@ CASES = [
          "scope"),
     Case("forget of a bad scope", lambda c: c.post("/v1/tenants/acme/forget", json={
         "scope": {"type": "galaxy"}}), 422, "scope"),
+    Case("forget, deep JSON", post(b'{"scope": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                                   path="/v1/tenants/acme/forget"), 400, "body"),
+    Case("forget, deep scope", post(b'{"scope": {"type": "session", "session": "s", "x": '
+                                    + b'{"a": ' * 300 + b"1" + b"}" * 300 + b"}}",
+                                    path="/v1/tenants/acme/forget"), 422, ""),
     Case("a forget among events", post(_bad_event(kind="forget_requested", payload={
         "scope": {"type": "session", "session": "s"}})), 422, "kind"),
 ]
@@ -176,3 +200,43 @@ def test_the_mcp_endpoint_answers_a_wrong_key_with_the_problem(service: Service)
     body = answer.json()
     assert body["id"] == 7 and body["error"]["message"].startswith("unauthorized: ")
     assert body["error"]["data"]["status"] == 401
+
+
+HOSTILE = ["", " ", "\x00", "a" * 300, "-1", "0", "1e309", "NaN", "now", "%", "\\", "*",
+           "'; DROP TABLE records;--", "\u202e", "0:0,0:1", "0:-1", " 0 : 1 ", "1:0",
+           "0:9223372036854775807", "2147483647:5", "1970-01-01", "2024-13-45", "+inf",
+           "0001-01-01T00:00:00Z", "9999-12-31", "user:ana\x00", "bm25", "e0-0"]
+READS = {
+    "facts": ["valid", "known", "subject", "relation", "after"],
+    "history": ["subject", "relation", "valid", "known"],
+    "search": ["text", "k", "kind", "session", "subject", "mode", "valid", "known"],
+    "records": ["session", "start", "end", "limit", "valid", "known"],
+    "context": ["text", "budget_tokens", "session", "subject", "valid", "known"],
+    "subjects": ["after"],
+}
+REQUIRED = {"history": {"subject": "user:ana"}, "search": {"text": "bike"},
+            "context": {"text": "bike"}}
+
+
+def test_every_read_parameter_with_hostile_values(service: Service) -> None:
+    """Each read route's every parameter with each hostile value: no 5xx, errors problems."""
+    from urllib.parse import quote
+
+    bad = []
+    with service.client() as client:
+        for route, params in READS.items():
+            for param in params:
+                for value in HOSTILE:
+                    answer = client.get(f"/v1/tenants/acme/{route}",
+                                        params={**REQUIRED.get(route, {}), param: value})
+                    if answer.status_code >= 500 or (answer.status_code >= 400 and answer.headers[
+                            "content-type"] != "application/problem+json"):
+                        bad.append((route, param, value[:30], answer.status_code,
+                                    answer.text[:200]))
+        for route in ("events", "forget"):
+            for value in HOSTILE:
+                if value.strip():
+                    answer = client.get(f"/v1/tenants/acme/{route}/{quote(value, safe='')}")
+                    if answer.status_code >= 500:
+                        bad.append((route, value[:30], answer.status_code, answer.text[:200]))
+    assert not bad, "\n".join(map(str, bad))

@@ -25,7 +25,9 @@ from memstack.service_client import AsyncMemoryService, MemoryService
 from memstack.service_types import (
     AuthenticationError,
     Change,
+    ConflictError,
     ForgetReceipt,
+    InvalidRequestError,
     PayloadTooLargeError,
     PermissionDeniedError,
     WriteReceipt,
@@ -67,6 +69,19 @@ def test_refusals_are_typed_errors_with_the_detail(service: Service) -> None:
     with MemoryService(service.url, "not-a-key-000", tenant="acme") as stranger, \
             pytest.raises(AuthenticationError):
         stranger.facts()
+
+
+def test_a_reused_event_id_is_a_conflict_error(service: Service) -> None:
+    with MemoryService(service.url, KEYS["acme"], tenant="acme") as memory:
+        first = memory.events.note("s-conflict", "the first content")
+        memory.emit(first)
+        memory.emit(first)  # a retry: answered from the first write
+        with pytest.raises(ConflictError) as conflict:
+            memory.emit(first.model_copy(update={"session": "s-elsewhere"}))
+        assert conflict.value.status == 409 and first.event_id in str(conflict.value)
+        with pytest.raises(InvalidRequestError) as bounded:
+            memory.records("s-conflict", limit=10**6)
+        assert "limit" in str(bounded.value)
 
 
 def test_forget_hides_the_session_after_its_position(service: Service) -> None:

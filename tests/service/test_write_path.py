@@ -179,3 +179,24 @@ def test_a_failure_while_producing_lists_what_was_and_was_not_written() -> None:
     producer.fail_at = 10  # the broker is back: the retry sends only what was missing
     again = writer.write(events)
     assert [w.offset for w in again] == [0, 1, 2] and len(producer.sent) == 3
+
+
+def test_a_failing_lookup_leaves_no_claim_unsettled() -> None:
+    """A store look-up that raises is reported like a failed send, and a retry works (before,
+    the exception escaped with the later events' claims left waiting for ever)."""
+    failing = True
+
+    def lookup(event_id: str) -> Any:
+        if failing:
+            raise RuntimeError("stores closed for a forget")
+        return None
+
+    producer = CountingProducer()
+    writer = EventWriter(producer, "t.events", lookup=lookup)
+    events = parse_events(body(*[event("acme", "s", f"e{i}") for i in range(2)]), "acme",
+                          WriteLimits())
+    with pytest.raises(WriteRejectedError) as caught:
+        writer.write(events, timeout_s=2.0)
+    assert caught.value.status == 503 and len(caught.value.extensions["not_written"]) == 2
+    failing = False
+    assert [w.offset for w in writer.write(events, timeout_s=2.0)] == [0, 1]

@@ -123,7 +123,8 @@ def test_router_http_keys_partial_fields_and_after(deployment: tuple[Path, list[
                             params={"after": "x1-2"}).status_code == 422
             waited = http.get(f"{path}/facts", headers=auth, params={"after": "e2-1"})
             assert waited.status_code == 504
-            assert waited.json()["detail"]["missing_partitions"] == [2]
+            assert waited.json()["missing_partitions"] == [2]  # a problem document
+            assert waited.headers["content-type"] == "application/problem+json"
             assert http.get(f"{path}/facts", headers=auth,
                             params={"after": "e0-1.f0-1"}).status_code == 504
             assert http.get(f"{path}/facts", headers=auth,

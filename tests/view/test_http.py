@@ -124,6 +124,31 @@ def test_every_error_is_a_problem_document(client: TestClient) -> None:
             assert body["field"] == field and body["errors"][0]["field"] == field, body
 
 
+def test_unexpected_and_store_errors_leak_nothing(stores: Stores) -> None:
+    """An unexpected exception is a 500 problem (was text/plain), a store error a 503 problem
+    with Retry-After; neither quotes the SQL, paths or message inside."""
+    from memstack.pipelines.stores.errors import StoreError
+
+    app = create_app(lambda: stores, keys=ApiKeys.parse([f"{ACME_KEY}:acme"], "test"))
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("SELECT secret FROM /var/lib/memstack.duckdb")
+
+    @app.get("/store")
+    def store() -> None:
+        raise StoreError("DuckDB query on /var/lib/memstack.duckdb failed: SELECT secret")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for path, status in (("/boom", 500), ("/store", 503)):
+            response = client.get(path)
+            assert response.status_code == status
+            assert response.headers["content-type"] == "application/problem+json"
+            assert response.json()["status"] == status
+            assert "SELECT" not in response.text and "duckdb" not in response.text
+        assert client.get("/store").headers["retry-after"]
+
+
 def test_keys_come_from_configuration(tmp_path: Path) -> None:
     with pytest.raises(AuthError, match="MEMSTACK_API_KEYS"):
         ApiKeys.from_env({})

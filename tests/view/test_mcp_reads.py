@@ -52,6 +52,8 @@ async def _ask_the_scenario(session: ClientSession) -> None:
                          budget_tokens=100)
     assert "ana lives_in Braga" in context["text"]
     assert "RFC 3339" in await fails(session, "facts", valid="soon")
+    bounded = await fails(session, "search", text="x", k=5000)  # the service's problem, quoted
+    assert "invalid request: k: " in bounded and bounded.endswith("(HTTP 422)"), bounded
     assert "no zone" in await fails(session, "assert_fact", subject="ana", relation="r",
                                     object="o", valid_from="2024-01-01T00:00:00")
 

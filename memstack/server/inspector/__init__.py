@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Path as PathParam
 from fastapi.responses import RedirectResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
-from memstack.server.deps import View
-from memstack.server.problems import problem_responses
+from memstack.server.deps import MAX_NAME, View
+from memstack.server.problems import ProblemError, problem_responses
 from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
 
 ASSETS = Path(__file__).parent / "static"
@@ -65,13 +66,15 @@ def add_inspector(app: FastAPI) -> None:
 
     @app.get(f"{prefix}/events/{{event_id}}", response_model=Provenance, tags=["query"],
              responses=problem_responses(401, 403, 404, 422, 500, 503, 504))
-    def event_provenance(view: View, event_id: str) -> Any:
+    def event_provenance(view: View,
+                         event_id: Annotated[str, PathParam(max_length=MAX_NAME)]) -> Any:
         """An event as the stores hold it (record or fact entry, partition, offset, log
         time) and its lineage: fact versions it opened, closed and asserted, its memory row."""
         found = view.call(lambda memory: provenance(memory.stores, memory.tenant, event_id))
         if found is None:
-            raise HTTPException(404, f"tenant {view.tenant!r} has no stored event {event_id!r}"
-                                     " (never written, not applied yet, or forgotten)")
+            raise ProblemError(404, f"tenant {view.tenant!r} has no stored event {event_id!r} "
+                                    "(never written, not applied yet, or forgotten)",
+                               field="event_id")
         return found
 
     @app.get("/ui", include_in_schema=False)

@@ -12,25 +12,28 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, cast
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 
 from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.server.api_keys import ApiKeys, Grant
 from memstack.server.deps import (
+    MAX_NAME,
+    MAX_RECORDS,
+    MAX_TOKEN,
     After,
     Known,
     Relation,
     Session,
     Subject,
     Tenant,
+    Text,
     Valid,
     authorized,
 )
+from memstack.server.problems import install_problem_handlers
 from memstack.server.router.fanout import Coverage, Fanout, ShardsBehindError
 from memstack.server.router.view import RoutedMemory
-from memstack.view.errors import ViewError
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute, to_json
@@ -69,10 +72,7 @@ def router_app(fanout: Fanout, keys: ApiKeys, *, after_timeout_s: float = 30.0) 
     _query_routes(app, run)
     _service_routes(app, fanout)
 
-    @app.exception_handler(ViewError)
-    def _view(_: Request, exc: ViewError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
-
+    install_problem_handlers(app)  # the service's error shape (docs/service.md)
     return app
 
 
@@ -91,16 +91,18 @@ def _query_routes(app: FastAPI, run: Run) -> None:
 
     @app.get(f"{prefix}/history", tags=["query"])
     async def history(tenant: Tenant, _g: Read,
-                      subject: Annotated[str, Query(description="Fact subject")],
+                      subject: Annotated[str, Query(description="Fact subject",
+                                                    max_length=MAX_NAME)],
                       relation: Relation = None, valid: Valid = None, known: Known = None,
                       after: After = None) -> Any:
         return await run(tenant, Q("history", valid, known, subject=subject,
                                    relation=relation), after)
 
     @app.get(f"{prefix}/search", tags=["query"])
-    async def search(tenant: Tenant, _g: Read, text: Annotated[str, Query(min_length=1)],
+    async def search(tenant: Tenant, _g: Read, text: Text,
                      k: Annotated[int, Query(ge=1, le=1000)] = 10,
-                     kind: Annotated[list[str] | None, Query()] = None, session: Session = None,
+                     kind: Annotated[list[str] | None, Query(max_length=16)] = None,
+                     session: Session = None,
                      subject: Subject = None, mode: SearchMode = "hybrid", valid: Valid = None,
                      known: Known = None, after: After = None) -> Any:
         return await run(tenant, Q("search", valid, known, subject=subject, text=text, k=k,
@@ -108,15 +110,16 @@ def _query_routes(app: FastAPI, run: Run) -> None:
 
     @app.get(f"{prefix}/records", tags=["query"])
     async def records(tenant: Tenant, _g: Read, session: Session = None,
-                      start: Annotated[str | None, Query()] = None,
-                      end: Annotated[str | None, Query()] = None,
-                      limit: Annotated[int | None, Query(ge=1)] = None, valid: Valid = None,
+                      start: Annotated[str | None, Query(max_length=MAX_TOKEN)] = None,
+                      end: Annotated[str | None, Query(max_length=MAX_TOKEN)] = None,
+                      limit: Annotated[int | None, Query(ge=1, le=MAX_RECORDS)] = None,
+                      valid: Valid = None,
                       known: Known = None, after: After = None) -> Any:
         return await run(tenant, Q("records", valid, known, session=session, start=start,
                                    end=end, limit=limit), after)
 
     @app.get(f"{prefix}/context", tags=["query"])
-    async def context(tenant: Tenant, _g: Read, text: Annotated[str, Query(min_length=1)],
+    async def context(tenant: Tenant, _g: Read, text: Text,
                       budget_tokens: Annotated[int, Query(ge=1, le=1_000_000)] = 2000,
                       session: Session = None, subject: Subject = None, valid: Valid = None,
                       known: Known = None, after: After = None) -> Any:
