@@ -34,18 +34,24 @@ def schemathesis(url: str, examples: int, reports: Path, *, tenant: str = "acme"
     argv = [str(Path(sys.executable).parent / "schemathesis"), "--config-file", str(CONFIG),
             "run", f"{url}/openapi.json", "--checks", CHECKS, "--max-examples", str(examples),
             "--seed", os.environ.get("MEMSTACK_CONFORMANCE_SEED", "28"), "--no-color",
+            "--workers", os.environ.get("MEMSTACK_CONFORMANCE_WORKERS", "1"),
             "--report", "json", "--report-json-path", str(reports / "report.json")]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MEMSTACK_CONFORMANCE_TENANT": tenant,
            "MEMSTACK_CONFORMANCE_KEY": KEYS[tenant]}
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
+    log = reports / "schemathesis.log"  # its progress, as it goes (tail it on a long run)
+    print(f"schemathesis: {' '.join(argv[1:])} > {log}")
+    with log.open("w") as out:
+        code = subprocess.run(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              timeout=timeout_s, check=False).returncode
+    return subprocess.CompletedProcess(argv, code, log.read_text(errors="replace"), "")
 
 
+@pytest.mark.timeout(max(600, 3 * EXAMPLES))  # the long run: about 2 s per example
 def test_no_server_errors_and_every_answer_as_documented(
         kafka: KafkaUnderTest, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
     settings = fresh_settings(kafka, tmp_path_factory)
     with running_service(settings, tmp_path / "serve.log", "--after-timeout", "1") as service:
-        run = schemathesis(service.url, EXAMPLES, tmp_path)
+        run = schemathesis(service.url, EXAMPLES, tmp_path, timeout_s=3 * EXAMPLES + 500)
         tail = run.stdout[-12000:] + run.stderr[-3000:]
         assert run.returncode == 0, tail + service.log_tail()
     cases = json.loads((tmp_path / "report.json").read_text())["test_cases"]
