@@ -1,6 +1,7 @@
 """Schemathesis against the live service: generated requests from docs/openapi.json's operations
 (valid and invalid ones) to ``memstack serve`` on the real broker; no answer is a server error,
-and every answer has the content type and matches the schema the spec gives for its status.
+every status answered is one the spec lists for the operation, and every answer has the content
+type and matches the schema the spec gives for its status.
 
 The service is this test's own (a forget of the whole tenant is a request it may generate), with
 a short ``--after-timeout`` so that a generated position that is never reached answers 504 in a
@@ -24,7 +25,8 @@ from tests.service.conftest import KEYS, fresh_settings, running_service
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).parent / "conformance" / "schemathesis.toml"
 EXAMPLES = int(os.environ.get("MEMSTACK_CONFORMANCE_EXAMPLES", "10"))
-CHECKS = "not_a_server_error,response_schema_conformance,content_type_conformance"
+CHECKS = ("not_a_server_error,response_schema_conformance,content_type_conformance,"
+          "status_code_conformance")
 
 
 def schemathesis(url: str, examples: int, reports: Path, *, tenant: str = "acme",
