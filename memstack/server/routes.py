@@ -113,7 +113,7 @@ def add_service_routes(app: FastAPI) -> None:
         return {"written": [w.to_json() for w in written], "position": position.token}
 
     @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"],
-              responses=problem_responses(400, 401, 403, 422, 500, 503))
+              responses=problem_responses(400, 401, 403, 413, 422, 500, 503))  # 413: BodyLimit
     async def forget(tenant: Tenant, body: ForgetBody, request: Request,
                      _grant: Annotated[Grant, Depends(authorized("forget"))]) -> Any:
         """Log a forget request; ``after=`` its position, no read returns the content."""
