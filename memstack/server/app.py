@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 
 from memstack.server.api_keys import ApiKeys
 from memstack.server.body_limit import DEFAULT_MAX_BYTES, BodyLimit
+from memstack.server.contract import publish
 from memstack.server.deps import (
     MAX_NAME,
     MAX_RECORDS,
@@ -99,6 +100,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
     app.get("/readyz", tags=["service"])(_ready)
     _mount_inspector(app)
     _mount_mcp(app, grants, mcp_host)
+    publish(app)
     return app
 
 

@@ -95,11 +95,10 @@ def _require_json(request: Request) -> None:
 def add_service_routes(app: FastAPI) -> None:
     prefix = "/v1/tenants/{tenant}"
 
+    # The body is read raw (its size is limited as it streams); memstack.server.contract
+    # publishes its schema, the event envelope of schemas/event.v1.json.
     @app.post(f"{prefix}/events", response_model=WriteAnswer, tags=["write"],
-              responses=problem_responses(401, 403, 409, 413, 415, 422, 500, 503),
-              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": {"type": "object", "required": ["events"], "properties": {
-                      "events": {"type": "array", "items": {"type": "object"}}}}}}}})
+              responses=problem_responses(401, 403, 409, 413, 415, 422, 500, 503))
     async def write_events(tenant: Tenant, request: Request,
                            _grant: Annotated[Grant, Depends(authorized("write"))]) -> Any:
         """Write events (the JSON of schemas/event.v1.json); answers once the broker
@@ -114,7 +113,7 @@ def add_service_routes(app: FastAPI) -> None:
         return {"written": [w.to_json() for w in written], "position": position.token}
 
     @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"],
-              responses=problem_responses(400, 401, 403, 422, 500, 503))
+              responses=problem_responses(400, 401, 403, 413, 422, 500, 503))  # 413: BodyLimit
     async def forget(tenant: Tenant, body: ForgetBody, request: Request,
                      _grant: Annotated[Grant, Depends(authorized("forget"))]) -> Any:
         """Log a forget request; ``after=`` its position, no read returns the content."""
@@ -135,7 +134,8 @@ def add_service_routes(app: FastAPI) -> None:
         return status
 
     @app.get(f"{prefix}/changes", tags=["feed"], response_class=StreamingResponse,
-             responses=problem_responses(401, 403, 410, 422, 500))
+             responses={200: {"content": {"text/event-stream": {}}},
+                        **problem_responses(401, 403, 410, 422, 500)})
     async def changes(tenant: Tenant, request: Request,
                       _grant: Annotated[Grant, Depends(authorized("read"))],
                       from_: Annotated[str | None, Query(alias="from", description=(
