@@ -168,7 +168,11 @@ def utc(value: datetime) -> datetime:
     """Normalise an aware datetime to UTC; reject naive ones."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("must be timezone-aware (UTC); naive datetimes are ambiguous")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, or 9999 west of it
+        raise ValueError(f"{value.isoformat()} is out of range once taken to UTC "
+                         "(before 0001-01-01 or after 9999-12-31); give a UTC time") from None
 
 
 def format_time(value: datetime) -> str:

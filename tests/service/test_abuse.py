@@ -68,6 +68,8 @@ CASES = [
     Case("deep tool arguments", post(_bad_event(kind="tool_call", payload={
         "tool": "t", "call_id": "c", "arguments": "X"}).replace(
         b'"X"', b'{"a": ' * 100 + b"1" + b"}" * 100)), 422, "nested deeper"),
+    Case("event time year 1 east of UTC", post(_bad_event(
+        occurred_at="0001-01-01T00:00:00+04:03")), 422, "occurred_at"),
     Case("not JSON", post(b"events=1"), 422, "not JSON"),
     Case("JSON, not an object", post(b"[1, 2]"), 422, "events"),
     Case("text/plain", post(_events(event("acme", "s-abuse", "x")), {
