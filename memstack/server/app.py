@@ -96,8 +96,8 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
     install_problem_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=service.limits.max_bytes if service is not None
                        else DEFAULT_MAX_BYTES)
-    app.get("/healthz", tags=["service"])(_health)
-    app.get("/readyz", tags=["service"])(_ready)
+    app.get("/healthz", tags=["service"], responses=PROBE_RESPONSES)(_health)
+    app.get("/readyz", tags=["service"], responses=PROBE_RESPONSES)(_ready)
     _mount_inspector(app)
     _mount_mcp(app, grants, mcp_host)
     publish(app)
@@ -116,6 +116,17 @@ def _mount_mcp(app: FastAPI, grants: ApiKeys, host: str) -> None:
     from memstack.mcp.http import mount_mcp
 
     mount_mcp(app, grants.tenants_of, host=host)
+
+
+PROBE_RESPONSES: dict[int | str, dict[str, Any]] = {503: {
+    "description": "Failing (/healthz: acknowledged writes not applied, the partitions named with "
+                   "their lag) or not ready (/readyz: starting, behind or draining). A probe "
+                   "answers its report, not a problem document, so the load balancer's log and "
+                   "the operator read the same fields as on 200.",
+    "content": {"application/json": {"schema": {
+        "type": "object", "required": ["status"],
+        "properties": {"status": {"type": "string"}}}}}}}
+"""The health probes' non-200 answer, as the OpenAPI publishes it."""
 
 
 def _health(request: Request) -> JSONResponse:

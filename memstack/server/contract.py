@@ -41,6 +41,11 @@ def publish(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented override
 
 
+PROBES = ("/healthz", "/readyz")
+"""Health probes answer their own report on 503 too (``memstack.server.app.PROBE_RESPONSES``):
+the one exception to "every error is a problem document"."""
+
+
 def _completed(spec: dict[str, Any]) -> dict[str, Any]:
     schemas = spec.setdefault("components", {}).setdefault("schemas", {})
     event = event_components()
@@ -49,7 +54,8 @@ def _completed(spec: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError(f"event schema names {clash} are taken in the spec")
     schemas.update(event)
     paths = spec.get("paths", {})
-    for operation in (op for item in paths.values() for op in item.values()):
+    for operation in (op for path, item in paths.items() if path not in PROBES
+                      for op in item.values()):
         for status, response in operation.get("responses", {}).items():
             if status.startswith(("4", "5")):
                 _problem_only(status, response)

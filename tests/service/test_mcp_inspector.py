@@ -50,10 +50,12 @@ def inspector_bin() -> Path:
 
 
 def inspect(service: Service, tmp_path: Path, *method: str) -> Any:
-    """``mcp-inspector --cli --format json ... -- python -m memstack.cli mcp``: the result."""
+    """``mcp-inspector --cli --format json ... -- python -m memstack.cli mcp``: the result.
+    Empty variables are left out: the Inspector refuses ``-e NAME=`` (an unset
+    MEMSTACK_KAFKA_* reads the same as an empty one to memstack)."""
     env = worker_env(service.settings) | {"MEMSTACK_API_KEY": KEYS["acme"],
                                           "MEMSTACK_TENANT": "acme"}
-    server_env = [arg for key, value in env.items() if key.startswith("MEMSTACK_")
+    server_env = [arg for key, value in env.items() if key.startswith("MEMSTACK_") and value
                   for arg in ("-e", f"{key}={value}")]
     argv = [str(inspector_bin()), "--cli", "--format", "json", "--quiet", *server_env,
             *method, "--", sys.executable, "-m", "memstack.cli", "mcp"]
