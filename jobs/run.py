@@ -183,7 +183,10 @@ def take_lease(settings: Settings, options: RunOptions) -> DeploymentLease:
 def run_live(settings: Settings, options: RunOptions) -> int:
     """Run the live worker until stopped; 0 on a clean stop, 1 when a batch failed."""
     from memstack.infra.preflight import require_topics
+    from memstack.pipelines.faust_app import build_live_app  # noqa: F401
 
+    # The import above comes first: a core install (no server extra) is told what to install
+    # before any broker is asked.
     started = time.monotonic()
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
                                         settings.dlq_topic])
