@@ -4,8 +4,8 @@ Two routes:
 
 - **Kafka** (default): the deployment's event ids are read from ``<prefix>.events`` first (the
   envelope is in the clear, sealed or not) and every event already there is skipped; the rest
-  are produced in file order with the idempotent ``acks=all`` producer (sealed under
-  ``MEMSTACK_SEAL=1``). A second import of the same file sends nothing, so no store (records,
+  are produced in file order with the idempotent ``acks=all`` producer (sealed unless
+  ``MEMSTACK_SEAL=0``). A second import of the same file sends nothing, so no store (records,
   facts, vectors, session state, consolidation feed) sees an event twice.
 - **The service** (``--url``): batches posted to ``POST /v1/tenants/{t}/events``; the service
   answers a retried id with its first write (docs/service.md, with its limits).

@@ -4,7 +4,7 @@ An OpenTelemetry Collector's Kafka exporter (``encoding: otlp_json``) writes one
 request per record to a topic; this job reads it with a consumer group, turns each *new* turn,
 tool call and tool result into a memstack event (``memstack.pipelines.otel``: the history every
 model call repeats is dropped) and produces them with ``MemoryClient`` (idempotent, ``acks=all``,
-sealed under ``MEMSTACK_SEAL=1``). A record that is not OTLP JSON, has no tenant, or whose
+sealed unless ``MEMSTACK_SEAL=0``). A record that is not OTLP JSON, has no tenant, or whose
 GenAI attributes do not parse goes whole to ``<prefix>.dlq`` with the reason. The group's
 offsets are committed once a poll's events and dead letters are acknowledged.
 

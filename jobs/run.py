@@ -258,6 +258,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
             "MEMSTACK_BOOTSTRAP": settings.bootstrap,
             "MEMSTACK_TOPIC_PREFIX": settings.topic_prefix,
             "MEMSTACK_PARTITIONS": str(settings.partitions),
+            "MEMSTACK_SEAL": "1" if settings.seal else "0",
             **settings.kafka_security.to_env()}
 
 

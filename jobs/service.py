@@ -127,13 +127,13 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
                          lookup=_stored_lookup(base, gate, datetime.now(UTC)),
                          on_written=health.acknowledged)
     desk = ForgetDesk(client, base.stores.directory, settings.home / "forget",
-                      forgetting.ledger.get)
+                      forgetting.ledger.get, warning=settings.sealing_warning)
 
     _hook(live, feed, watch, applied)
     live.exclusive = gate.writing
     return LiveService(watch, gate, feed, writer, desk,
                        WriteLimits(options.max_events, options.max_bytes),
-                       options.after_timeout_s, health)
+                       options.after_timeout_s, health, settings.sealing_warning)
 
 
 def _health(settings: Settings, options: ServiceOptions, live: LiveApp) -> ServiceHealth:

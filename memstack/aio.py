@@ -38,7 +38,7 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
     The helpers (``message``, ``tool_call``, ``tool_result``, ``observation``, ``note``,
     ``fact``, ``retract``, ``forget``) are coroutines returning where the log put the event.
     ``c.events`` builds events of every kind without sending them; ``await c.emit(event)``
-    sends one and returns where the log put it. Under ``MEMSTACK_SEAL=1`` (or with ``keys``)
+    sends one and returns where the log put it. Unless ``MEMSTACK_SEAL=0`` (or with ``keys``)
     payloads are sealed as :class:`~memstack.client.MemoryClient` seals them.
     """
 

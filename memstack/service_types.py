@@ -155,6 +155,9 @@ class ForgetReceipt(_Answer):
 
     request_id: str
     position: str
+    warnings: list[str] = []
+    """What the forget cannot erase (``log not erased: sealing is off ...``); empty when the
+    deployment seals payloads."""
 
 
 class ForgetStatus(_Answer):

@@ -5,8 +5,12 @@ configuration, with the same producer settings (idempotent, ``acks=all``). Runs 
 in ABBA order (SDK, raw, raw, SDK, ...) so both see the same machine load; the ratio is the
 median of the per-pair ratios. The SDK side pays for everything the SDK adds, inside the
 clock: building each event (ids, times, envelope), validating it, canonical JSON, topic
-routing and the returned handle (``client.message(...)``, as an agent calls it). The raw side
-sends bytes serialized before its clock starts: the bare producer's best case.
+routing and the returned handle (``client.message(...)``, as an agent calls it), and sealing
+each payload (AES-256-GCM under its scope's key: on by default). The raw side sends unsealed
+bytes serialized before its clock starts: the bare producer's best case. The SDK with
+``MEMSTACK_SEAL=0`` runs in the same rounds, so ``sealed_over_unsealed`` is the cost of sealing
+measured beside the rest (the three sides rotate: sealed, unsealed, raw, then raw, unsealed,
+sealed).
 
 ``--secure`` measures the cost of TLS instead: two brokers started for the run from the same
 jars with the same JVM options, one PLAINTEXT and one SASL_SSL with SCRAM-SHA-512 and ACLs (as
@@ -94,23 +98,28 @@ def run(quick: bool, report: Report, secure: bool = False) -> Result:
         payloads = [(e.key, e.to_json()) for e in events]
         report("%d events of ~%d bytes, %d interleaved rounds", n, len(payloads[0][1]), rounds)
         _raw_run(bench, payloads[: n // 5])  # warm-up: connections, JIT on the broker
-        sdk: list[float] = []
-        raw: list[float] = []
-        for i in range(rounds):  # ABBA order: a drift in machine load hits both sides alike
-            if i % 2 == 0:
-                sdk.append(_sdk_run(bench, n))
-                raw.append(_raw_run(bench, payloads))
-            else:
-                raw.append(_raw_run(bench, payloads))
-                sdk.append(_sdk_run(bench, n))
-            report("round %d: sdk %.0f ev/s, raw %.0f ev/s", i + 1, sdk[-1], raw[-1])
+        sealed, unsealed = bench.with_(seal=True), bench.with_(seal=False)
+        rates: dict[str, list[float]] = {"sdk": [], "unsealed": [], "raw": []}
+        sides = {"sdk": lambda: _sdk_run(sealed, n), "unsealed": lambda: _sdk_run(unsealed, n),
+                 "raw": lambda: _raw_run(bench, payloads)}
+        for i in range(rounds):  # ABBA order: a drift in machine load hits every side alike
+            for side in (sides if i % 2 == 0 else reversed(list(sides))):
+                rates[side].append(sides[side]())
+            report("round %d: sdk (sealed) %.0f ev/s, sdk unsealed %.0f ev/s, raw %.0f ev/s",
+                   i + 1, rates["sdk"][-1], rates["unsealed"][-1], rates["raw"][-1])
+    sdk, raw = rates["sdk"], rates["raw"]
     ratios = [s / r for s, r in zip(sdk, raw, strict=True)]
     return Result(
         name="ingest",
         ratio=statistics.median(ratios),
         figures={
             "sdk_events_per_s": statistics.median(sdk),
+            "sdk_unsealed_events_per_s": statistics.median(rates["unsealed"]),
             "raw_events_per_s": statistics.median(raw),
+            "sealed_over_unsealed": statistics.median(
+                s / u for s, u in zip(sdk, rates["unsealed"], strict=True)),
+            "unsealed_over_raw": statistics.median(
+                u / r for u, r in zip(rates["unsealed"], raw, strict=True)),
             "events_per_round": n,
             "rounds": rounds,
         },

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.bench.workload import mix, texts_of
 from memstack.jobs.broker_env import scratch_deployment
@@ -231,7 +232,8 @@ def _rebuild_rate(settings: Settings, report: Report) -> float:
     from memstack.pipelines.rebuild import rebuild
 
     began = time.perf_counter()
-    result = rebuild(settings.bootstrap, settings.events_topic, settings.home / "rebuilt")
+    result = rebuild(settings.bootstrap, settings.events_topic, settings.home / "rebuilt",
+                     keys=FileKeyStore(settings.keys_dir))
     rate = result.events / (time.perf_counter() - began)
     report("one-process rebuild of the same log: %d events, %.1f events/s", result.events, rate)
     return rate

@@ -40,6 +40,7 @@ from typing import Any
 
 from memstack.client import MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.bench.pipeline import Timed
 from memstack.jobs.bench.workload import conversation
@@ -190,7 +191,7 @@ def _rebuild_rate(settings: Settings, into: Path, events: int, report: Report) -
     from memstack.pipelines.rebuild import rebuild
 
     began = time.perf_counter()
-    rebuild(settings.bootstrap, settings.events_topic, into)
+    rebuild(settings.bootstrap, settings.events_topic, into, keys=FileKeyStore(settings.keys_dir))
     rate = events / (time.perf_counter() - began)
     report("one-process rebuild (read, embed, write every store): %.0f ev/s", rate)
     return rate

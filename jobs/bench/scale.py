@@ -43,6 +43,7 @@ from tempfile import TemporaryDirectory
 
 from memstack.client import MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.bench.scale_workload import scale_log
@@ -217,7 +218,7 @@ def _verify(settings: Settings, tmp: Path, report: Report) -> tuple[float, bool]
     from memstack.pipelines.shards.verify import sharded_hashes, single_hashes
 
     result = rebuild(settings.bootstrap, settings.events_topic, tmp / "single",
-                     encoder=shared_encoder())
+                     encoder=shared_encoder(), keys=FileKeyStore(settings.keys_dir))
     sharded, single = sharded_hashes(tmp / "sharded"), single_hashes(tmp / "single")
     equal = sharded == single
     if not equal:

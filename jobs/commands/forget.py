@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,11 @@ def _request(args: argparse.Namespace) -> int:
     from memstack.jobs.forget import request
     from memstack.schemas.events import ForgetScope
 
-    event = request(Settings.from_env(), args.tenant, ForgetScope.model_validate(_scope(args)),
-                    args.reason)
+    settings = Settings.from_env()
+    event = request(settings, args.tenant, ForgetScope.model_validate(_scope(args)), args.reason)
     print(event.event_id)
+    if settings.sealing_warning is not None:  # what this forget cannot erase
+        print(f"memstack: warning: {settings.sealing_warning}", file=sys.stderr)
     return 0
 
 
@@ -68,6 +71,9 @@ def _apply(args: argparse.Namespace) -> int:
         print(json.dumps(o.summary(), default=str) if args.json else
               f"{o.request.request_id} {o.request.describe()}: {o.events} event(s), "
               f"audit {'PASS' if o.audit.passed else 'FAIL'}, {o.seconds['total']:.2f} s")
+        if not args.json:  # what it could not erase, and why
+            for r in o.audit.residuals:
+                print(f"  {r.store}/{r.check}: {r.count} ({r.detail})")
     return 0 if all(o.audit.passed for o in outcomes) else 1
 
 

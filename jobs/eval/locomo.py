@@ -29,6 +29,7 @@ import numpy as np
 
 from memstack.client import MemoryClient, Written
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.eval.locomo_data import (
     CATEGORIES,
@@ -75,7 +76,7 @@ def ingested(events: Sequence[Event], name: str, report: Report,
         report("emitted %d events to %s (%d partitions)", len(written), ready.events_topic,
                len({w.partition for w in written}))
         result = rebuild(ready.bootstrap, ready.events_topic, Path(tmp) / "stores",
-                         encoder=encoder or shared_encoder())
+                         encoder=encoder or shared_encoder(), keys=FileKeyStore(ready.keys_dir))
         report("rebuilt stores from the log: %d events in %.1f s", result.events, result.seconds)
         try:
             with Stores.open(Path(tmp) / "stores", read_only=True) as stores:

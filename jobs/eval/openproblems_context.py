@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.eval.locomo import TENANT, events_of
 from memstack.jobs.eval.openproblems_data import Stream
@@ -72,7 +73,7 @@ def stores_from_log(events: Sequence[Event], encoder: Encoder, report: Report
             with MemoryClient(TENANT, "eval", settings=ready) as client:
                 client.emit_confirmed(list(events))
             done = rebuild(ready.bootstrap, ready.events_topic, Path(tmp) / "stores",
-                           encoder=encoder)
+                           encoder=encoder, keys=FileKeyStore(ready.keys_dir))
             report("rebuilt stores from the log: %d events in %.1f s", done.events, done.seconds)
             try:
                 with Stores.open(Path(tmp) / "stores", read_only=True) as stores:

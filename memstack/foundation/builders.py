@@ -1,7 +1,7 @@
 """The one core of every client: build events from keyword arguments, validate, seal.
 
 :class:`EventBuilder` turns helper calls into validated events; :class:`LogEncoder` turns an
-event into the record the log gets (its topic, key and bytes, sealed under ``MEMSTACK_SEAL=1``).
+event into the record the log gets (its topic, key and bytes, sealed unless ``MEMSTACK_SEAL=0``).
 ``MemoryClient`` and ``AsyncMemoryClient`` write through both; ``MemoryService`` builds with
 the same :class:`EventBuilder` and posts the events to the service, which seals them there.
 """
@@ -188,7 +188,7 @@ class LogEncoder:
 
     def __init__(self, settings: Settings, keys: KeyStore | None = None) -> None:
         self.settings = settings
-        if keys is None and settings.seal:  # MEMSTACK_SEAL=1: the deployment's key store
+        if keys is None and settings.seal:  # sealed by default: the deployment's key store
             keys = FileKeyStore(settings.keys_dir)
         self.keys = keys
 

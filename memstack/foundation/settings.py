@@ -29,6 +29,22 @@ def _int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+SEALING_OFF = "log not erased: sealing is off"
+"""What every report of an unsealed deployment says (``/healthz``, the inspector, the forget
+audit and ``memstack forget``): a forget cannot reach payloads written in the clear."""
+
+
+def _flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw in TRUE or raw in FALSE:
+        return raw in TRUE
+    raise ConfigError(f"{name}={raw!r} must be one of {TRUE + FALSE}")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where memstack keeps its data and how it reaches Kafka."""
@@ -39,8 +55,9 @@ class Settings:
     bootstrap: str = f"127.0.0.1:{DEFAULT_KAFKA_PORT}"
     topic_prefix: str = "memstack"
     partitions: int = 3
-    seal: bool = False
-    """Seal event payloads with per-scope keys (crypto-shredding); ``MEMSTACK_SEAL=1``."""
+    seal: bool = True
+    """Seal event payloads with per-scope keys (crypto-shredding), on unless ``MEMSTACK_SEAL=0``:
+    a forget then destroys the keys and so reaches the Kafka log too (docs/forget.md)."""
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
     """How every Kafka client authenticates (``MEMSTACK_KAFKA_SECURITY_PROTOCOL`` and the rest:
     :mod:`memstack.foundation.kafka_security`)."""
@@ -55,7 +72,7 @@ class Settings:
         if not prefix or any(c in prefix for c in " /\\:"):
             raise ConfigError(f"MEMSTACK_TOPIC_PREFIX={prefix!r} must be a plain topic name part")
         partitions = _int("MEMSTACK_PARTITIONS", 3, minimum=1)
-        seal = os.environ.get("MEMSTACK_SEAL", "0").strip().lower() in ("1", "true", "yes", "on")
+        seal = _flag("MEMSTACK_SEAL", True)
         return cls(home, port, controller, bootstrap, prefix, partitions, seal,
                    KafkaSecurity.from_env())
 
@@ -77,6 +94,14 @@ class Settings:
     @property
     def keys_topic(self) -> str:
         return f"{self.topic_prefix}.keys"
+
+    @property
+    def sealing_warning(self) -> str | None:
+        """:data:`SEALING_OFF` with what it means, or None when payloads are sealed."""
+        if self.seal:
+            return None
+        return (f"{SEALING_OFF} (MEMSTACK_SEAL=0): payloads are written to {self.events_topic} "
+                "in the clear and a forget cannot erase them there; only retention removes them")
 
     @property
     def keys_dir(self) -> Path:

@@ -12,7 +12,7 @@ A LangGraph item is ``(namespace, key) -> value`` (a JSON object). In memstack:
   fact's value names the note (``{"v": value, "n": note_event_id}``), so a search hit is kept
   only while its note belongs to the item's current value;
 - ``delete`` is a forget request of the item's session: every version's fact and note are
-  erased from every store (and crypto-shredded under ``MEMSTACK_SEAL=1``).
+  erased from every store (and crypto-shredded unless ``MEMSTACK_SEAL=0``).
 """
 
 from __future__ import annotations

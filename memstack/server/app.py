@@ -139,6 +139,9 @@ def _health(request: Request) -> JSONResponse:
     if service.health is not None:
         body = service.health.report().healthz()
     body["applied"] = service.watch.applied().token
+    body["sealing"] = "off" if service.sealing_warning else "on"
+    if service.sealing_warning:  # reported, not failing: the deployment chose it
+        body["warnings"] = [service.sealing_warning]
     return JSONResponse(body, status_code=503 if body["status"] != "ok" else 200)
 
 

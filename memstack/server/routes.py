@@ -45,6 +45,9 @@ class ForgetBody(BaseModel):
 class ForgetAnswer(BaseModel):
     request_id: str
     position: str = Field(description="Pass as after=: reads then never return the content")
+    warnings: list[str] = Field(default_factory=list, description=(
+        "What this forget cannot erase: 'log not erased: sealing is off' when the deployment "
+        "writes payloads unsealed (MEMSTACK_SEAL=0); empty when sealed"))
 
 
 class ForgetStatus(BaseModel):

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from memstack.foundation.settings import SEALING_OFF
 from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.contract import AuditProbe, Forgettable, Residual
 from memstack.pipelines.forgetting.lineage import LogEntry
@@ -67,6 +68,13 @@ class AuditReport:
         return "\n".join(lines)
 
 
+def unsealed_detail(count: int) -> str:
+    """The residual of payloads written in the clear (``MEMSTACK_SEAL=0``, or before sealing
+    was on: a mixed log)."""
+    return (f"{SEALING_OFF} for {count} payload(s) of the scope, written unsealed; no key "
+            "destruction reaches them and only retention removes them from the events topic")
+
+
 def log_residuals(request: ForgetRequest, entries: Iterable[LogEntry]) -> tuple[
     list[Residual], dict[str, int]
 ]:
@@ -87,7 +95,7 @@ def log_residuals(request: ForgetRequest, entries: Iterable[LogEntry]) -> tuple[
         shredded += entry.state == "shredded"
     residuals = []
     if plain:
-        residuals.append(Residual("log", "log", plain, "unsealed payloads in the events topic"))
+        residuals.append(Residual("log", "log", plain, unsealed_detail(plain)))
     notes = {"log_shredded": shredded}
     if sealed and request.destroys_keys:
         residuals.append(Residual("log", "log", sealed, "sealed payloads whose key survived"))

@@ -35,8 +35,11 @@ class ForgetDesk:
     """Emits forget requests and answers their status."""
 
     def __init__(self, emitter: Emitter, stores_dir: Path, outcomes_dir: Path,
-                 ledger_get: Callable[[str], ForgetRequest | None]) -> None:
+                 ledger_get: Callable[[str], ForgetRequest | None], *,
+                 warning: str | None = None) -> None:
+        """``warning``: what a forget cannot erase here (sealing off), sent with every answer."""
         self._emitter = emitter
+        self._warnings = [] if warning is None else [warning]
         self._stores_dir = stores_dir
         self._outcomes = outcomes_dir
         self._ledger_get = ledger_get
@@ -62,7 +65,8 @@ class ForgetDesk:
         position = Position(forgets={written.partition: written.offset + 1})
         with self._lock:
             self._posted[event.event_id] = tenant
-        return {"request_id": event.event_id, "position": position.token}
+        return {"request_id": event.event_id, "position": position.token,
+                "warnings": list(self._warnings)}
 
     def status(self, tenant: str, request_id: str) -> dict[str, Any] | None:
         """The request's status and audit; None when ``tenant`` has no such request."""

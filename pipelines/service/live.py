@@ -28,3 +28,6 @@ class LiveService:
     """How long a read with ``after=`` waits before answering 504."""
     health: ServiceHealth | None = None
     """What ``/healthz`` and ``/readyz`` answer (None: always ok and ready)."""
+    sealing_warning: str | None = None
+    """Set when payloads are written unsealed (``MEMSTACK_SEAL=0``): ``/healthz``, the inspector
+    and every forget answer report it (:attr:`Settings.sealing_warning`)."""

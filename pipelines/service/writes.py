@@ -3,7 +3,7 @@
 A request is validated completely before anything is sent (all-or-nothing): the body's size and
 event count, every event against the schema (the error names ``events[i].field``), and every
 event's tenant against the path's. Events are then produced idempotently with ``acks=all`` on
-the service's one :class:`MemoryClient` (sealed when ``MEMSTACK_SEAL=1``) and the answer lists
+the service's one :class:`MemoryClient` (sealed unless ``MEMSTACK_SEAL=0``) and the answer lists
 where the log put each one and the position token after them.
 
 A retried request does not produce an event id again: the writer remembers the events it wrote

@@ -16,6 +16,7 @@ import pytest
 
 from memstack.client import MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.eval.forget import MIX as MIX_FULL
 from memstack.jobs.eval.forget import extraction_problem, kept_items, run
@@ -171,7 +172,7 @@ def test_clean_build_oracle_sees_a_missing_and_a_left_over_row(
         client.flush()
     registry = RelationRegistry()
     rebuild_forgetting(topics.bootstrap, topics.events_topic, tmp_path / "live", ForgetLedger(),
-                       encoder=minilm, registry=registry)
+                       FileKeyStore(topics.keys_dir), encoder=minilm, registry=registry)
     oracle = CleanBuild(topics.bootstrap, topics.events_topic, events, tmp_path, minilm,
                         registry)
     victim, kept = events[0], events[3]

@@ -16,6 +16,7 @@ from memstack.foundation.settings import Settings
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import EventKind, parse_event
+from tests.logged import open_logged
 
 
 def _read_all(settings: Settings, topic: str) -> list[bytes]:
@@ -28,11 +29,14 @@ def test_round_trip_is_byte_identical_and_ordered_per_session(topics: Settings) 
         for i in range(60):
             sent.append(client.message(f"s{i % 4}", "user", f"turn {i} ✓"))
     back = list(read_bounded(topics.bootstrap, topics.events_topic))
-    assert sorted(r.value for r in back) == sorted(e.to_json() for e in sent)
+    assert all(b'"sealed"' in (r.value or b"") and b"turn" not in (r.value or b"")
+               for r in back)  # sealed by default: no text in the clear
+    assert sorted(open_logged(topics, r.value).to_json() for r in back) == sorted(
+        e.to_json() for e in sent)
     by_session: dict[str, list[str]] = defaultdict(list)
     partitions: dict[str, set[int]] = defaultdict(set)
     for rec in sorted(back, key=lambda r: (r.position.partition, r.position.offset)):
-        event = parse_event(rec.value or b"")
+        event = open_logged(topics, rec.value)
         by_session[event.session].append(event.event_id)
         partitions[event.session].add(rec.position.partition)
         assert rec.key == f"acme/{event.session}".encode()
@@ -104,13 +108,14 @@ def test_async_client_round_trip(topics: Settings) -> None:
 
     asyncio.run(go())
     values = _read_all(topics, topics.events_topic)
-    kinds = [parse_event(v).kind for v in values]
+    kinds = [open_logged(topics, v).kind for v in values]
     assert kinds == [EventKind.MESSAGE, EventKind.FACT_ASSERTED] + [EventKind.NOTE] * 20
 
 
 def test_emit_cli_sends_valid_jsonl_and_refuses_invalid(topics: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     good = _valid_json().decode()
-    env = {"MEMSTACK_BOOTSTRAP": topics.bootstrap, "MEMSTACK_TOPIC_PREFIX": topics.topic_prefix}
+    env = {"MEMSTACK_BOOTSTRAP": topics.bootstrap, "MEMSTACK_TOPIC_PREFIX": topics.topic_prefix,
+           "MEMSTACK_HOME": str(topics.home)}
     bad_file = tmp_path / "bad.jsonl"
     bad_file.write_text(good + "\n" + json.dumps({"kind": "note"}) + "\n")
     done = _cli(["emit", str(bad_file)], env)
@@ -120,7 +125,8 @@ def test_emit_cli_sends_valid_jsonl_and_refuses_invalid(topics: Settings, tmp_pa
     done = _cli(["emit", "-"], env, stdin=good + "\n")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"sent": 1, "invalid": 0}
-    assert _read_all(topics, topics.events_topic) == [good.encode()]
+    assert [open_logged(topics, v).to_json()
+            for v in _read_all(topics, topics.events_topic)] == [good.encode()]
 
 
 def _cli(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -37,6 +37,7 @@ from memstack.pipelines.log_reader import read_bounded
 from memstack.pipelines.rebuild import rebuild
 from memstack.schemas.events import parse_event
 from tests.conftest import TEST_PARTITIONS
+from tests.logged import open_logged
 
 SECRET = "the safe combination is 4471"
 FORGOTTEN_ONE = "I secretly dislike the office coffee"
@@ -113,7 +114,8 @@ def test_export_import_verify_equal(topics: Settings, tmp_path: Path) -> None:
     ledger = ForgetLedger.load(topics.bootstrap, topics.forget_topic)
     rebuild(topics.bootstrap, topics.events_topic, tmp_path / "source", keys=source_keys,
             forgotten=ledger)
-    rebuild(target.bootstrap, target.events_topic, tmp_path / "target")
+    rebuild(target.bootstrap, target.events_topic, tmp_path / "target",
+            keys=FileKeyStore(target.keys_dir))
     rebuild(topics.bootstrap, topics.events_topic, tmp_path / "unforgetting", keys=source_keys)
 
     verify = cli(topics, "verify", str(tmp_path / "source"), str(tmp_path / "target"),
@@ -151,8 +153,8 @@ def test_mem0_export_imports_into_events(topics: Settings, tmp_path: Path) -> No
     again = json.loads(cli(topics, "import", "--format", "mem0", str(path), "--tenant",
                            "acme").stdout)
     assert again["sent"] == 0 and again["already_there"] == 4
-    logged = [parse_event(r.value or b"") for r in read_bounded(topics.bootstrap,
-                                                                 topics.events_topic)]
+    logged = [open_logged(topics, r.value) for r in read_bounded(topics.bootstrap,
+                                                                  topics.events_topic)]
     notes = {e.payload.text: e for e in logged if e.kind == "note"}  # type: ignore[union-attr]
     dev = notes["Dev works at TechCorp"]
     assert dev.tenant == "acme" and dev.subject == "user:dev" and dev.session == "mem0-dev"

@@ -24,9 +24,10 @@ from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import end_offsets, read_bounded
 from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
-from memstack.schemas.events import Event, EventKind, parse_event
+from memstack.schemas.events import Event, EventKind
 from memstack.view import MemoryView
 from memstack.view.state import SessionStateReader
+from tests.logged import open_logged
 
 MALFORMED = b'{"kind": "message", "payload": \xff truncated'
 SESSION = "s-dlq"
@@ -53,7 +54,7 @@ def positions(settings: Settings) -> dict[str, LogPosition]:
     found: dict[str, LogPosition] = {}
     for record in read_bounded(settings.bootstrap, settings.events_topic):
         if record.value != MALFORMED:
-            found[parse_event(record.value or b"").event_id] = record.position
+            found[open_logged(settings, record.value).event_id] = record.position
     return found
 
 

@@ -34,9 +34,9 @@ from memstack.pipelines.session_state_table import (
     latest_snapshots,
 )
 from memstack.pipelines.stores.bundle import Stores
-from memstack.schemas.events import parse_event
 from tests.forget.reference import covered_ids
 from tests.integration.test_session_state_live import MemorySink
+from tests.logged import open_logged
 
 EXACT = 1e-12
 """Relative, per head, where both sides embed each text to the same vector: the TURNS head
@@ -77,7 +77,7 @@ def converse(settings: Settings) -> dict[str, str]:
 
 
 def logged_events(settings: Settings) -> list[LoggedEvent]:
-    return [LoggedEvent(parse_event(r.value or b""), r.position)
+    return [LoggedEvent(open_logged(settings, r.value), r.position)
             for r in read_bounded(settings.bootstrap, settings.events_topic)]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memstack.client import MemoryClient, Written
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.rebuild import rebuild
@@ -34,7 +35,8 @@ def logged(topics: Settings, tmp_path: Path) -> tuple[Path, list[Written]]:
             written.append(client.emit(note).get())
         client.emit(client.events.fact("s9", "ana", "lives_in", "Tokyo", tenant="other")).get()
     directory = tmp_path / "stores"
-    rebuild(topics.bootstrap, topics.events_topic, directory, encoder=shared_encoder())
+    rebuild(topics.bootstrap, topics.events_topic, directory, encoder=shared_encoder(),
+            keys=FileKeyStore(topics.keys_dir))
     return directory, written
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from memstack.client import MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.sample import sample_conversation
 from memstack.operators.forget import ForgetRequest
@@ -127,7 +128,8 @@ def replay_log(kafka: KafkaUnderTest,
 def _reference(settings: Settings, into: Path, stop: dict[int, int] | None = None) -> Path:
     from memstack.pipelines.rebuild import rebuild
 
-    rebuild(settings.bootstrap, settings.events_topic, into, stop=stop, batch=50)
+    rebuild(settings.bootstrap, settings.events_topic, into, stop=stop, batch=50,
+            keys=FileKeyStore(settings.keys_dir))
     return into
 
 

@@ -26,8 +26,9 @@ from memstack.pipelines import dlq
 from memstack.pipelines.log_reader import read_bounded
 from memstack.pipelines.otel.otlp import decode, signals
 from memstack.pipelines.otel.turns import TurnLog
-from memstack.schemas.events import Event, parse_event
+from memstack.schemas.events import Event
 from tests.conftest import TEST_PARTITIONS, KafkaUnderTest
+from tests.logged import open_logged
 from tests.otel import genai_records
 
 T0 = datetime(2025, 12, 1, 12, 0, tzinfo=UTC)
@@ -131,8 +132,8 @@ def test_ingest_otel_from_kafka(kafka: KafkaUnderTest, tmp_path: Any) -> None:
     assert summary["dead_letters"] == 3
     assert summary["skipped_records"] == 1  # the HTTP span: no GenAI content
     assert summary["repeated_turns"] == REPEATED
-    events = [parse_event(r.value or b"") for r in read_bounded(settings.bootstrap,
-                                                                 settings.events_topic)]
+    events = [open_logged(settings, r.value) for r in read_bounded(settings.bootstrap,
+                                                                   settings.events_topic)]
     assert summary["events"] == len(events) == len(CONVERSATION) + 2
     ana = sorted((e for e in events if e.session == "conv-ana"),
                  key=lambda e: (e.occurred_at, e.event_id))
@@ -150,6 +151,6 @@ def test_ingest_otel_from_kafka(kafka: KafkaUnderTest, tmp_path: Any) -> None:
 
     again = _ingest(settings, topic, "--group", "second-run")  # same records, same ids
     assert again["events"] == summary["events"]
-    ids = [parse_event(r.value or b"").event_id for r in read_bounded(
+    ids = [open_logged(settings, r.value).event_id for r in read_bounded(
         settings.bootstrap, settings.events_topic)]
     assert len(ids) == 2 * len(events) and set(ids) == {e.event_id for e in events}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.rebuild import rebuild
@@ -25,7 +26,8 @@ def test_emitted_events_are_rebuilt_with_log_append_times(
         written = [p.get() for p in pending]
 
     into = stores_dir(topics, "rebuilt")
-    result = rebuild(topics.bootstrap, topics.events_topic, into, batch=2, encoder=minilm)
+    result = rebuild(topics.bootstrap, topics.events_topic, into, batch=2, encoder=minilm,
+                     keys=FileKeyStore(topics.keys_dir))
     assert (result.events, result.dead_letters) == (4, 0)
     ends: dict[int, int] = {}
     for w in written:
@@ -45,5 +47,6 @@ def test_emitted_events_are_rebuilt_with_log_append_times(
         assert [(v.object, v.tt_from) for v in porto] == [("Porto", written[3].log_time)]
         assert result.content_hash == stores.content_hash()
 
-    again = rebuild(topics.bootstrap, topics.events_topic, into, encoder=minilm)
+    again = rebuild(topics.bootstrap, topics.events_topic, into, encoder=minilm,
+                    keys=FileKeyStore(topics.keys_dir))
     assert again.records == 0 and again.content_hash == result.content_hash

@@ -23,6 +23,7 @@ import pytest
 from kafka import KafkaProducer
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
 from memstack.operators.mutations import MemoryRow
@@ -148,7 +149,8 @@ def test_kill_9_at_random_points_equals_a_clean_run(topics: Settings, tmp_path: 
     ends = {p: o for p, o in end_offsets(topics.bootstrap, topics.events_topic).items() if o}
     assert sum(ends.values()) == producer.sent
 
-    clean = rebuild(topics.bootstrap, topics.events_topic, clean_dir, batch=500)
+    clean = rebuild(topics.bootstrap, topics.events_topic, clean_dir, batch=500,
+                    keys=FileKeyStore(topics.keys_dir))
     with Stores.open(live_dir, read_only=True) as live, \
             Stores.open(clean_dir, read_only=True) as reference:
         assert live.events.applied_offsets(topics.events_topic) == ends

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memstack.client import MemoryClient
+from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.log_reader import end_offsets
@@ -105,7 +106,8 @@ def direct_hashes(stores: Stores, tenants: list[str], qs: list[Q]) -> dict[str, 
 
 def build_reference(settings: Settings, directory: Path) -> Path:
     """One store over the whole log, by the same projector (``rebuild``)."""
-    rebuild(settings.bootstrap, settings.events_topic, directory, encoder=shared_encoder())
+    rebuild(settings.bootstrap, settings.events_topic, directory, encoder=shared_encoder(),
+            keys=FileKeyStore(settings.keys_dir))
     return directory
 
 

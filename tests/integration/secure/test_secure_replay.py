@@ -11,6 +11,7 @@ import pytest
 
 from memstack.client import MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.keystore import FileKeyStore
 from memstack.jobs.sample import sample_conversation
 from memstack.pipelines.replay.bounds import Earliest, parse_point
 from tests.integration.secure.conftest import SecureTopics
@@ -30,7 +31,8 @@ def test_the_replay_reads_the_log_over_sasl_ssl(secure_topics: SecureTopics,
     events = [e for i in range(2) for e in sample_conversation(B, f"s{i}")]
     with MemoryClient("acme", "helper", settings=settings) as client:
         client.emit_confirmed(events)
-    rebuild(settings.bootstrap, settings.events_topic, tmp_path / "ref", batch=50)
+    rebuild(settings.bootstrap, settings.events_topic, tmp_path / "ref", batch=50,
+            keys=FileKeyStore(settings.keys_dir))
     spec = ReplaySpec(into=tmp_path / "replay", start=Earliest(), stop=parse_point("end"),
                       work_dir=tmp_path / "flink", commit_batch=32, embed_batch=16,
                       worker_mode="loopback")

@@ -32,6 +32,8 @@ def test_bench_ingest_quick_prints_one_json_line(kafka: object, tmp_path: Path) 
     figures = body["figures"]
     assert isinstance(figures, dict) and figures["events_per_round"] == 5000
     assert 0 < float(body["ratio"]) < 5  # type: ignore[arg-type]  # a number
+    assert 0 < figures["sealed_over_unsealed"] < 5  # the cost of sealing, measured beside
+    assert figures["sdk_unsealed_events_per_s"] > 0
 
 
 def test_bench_ingest_quick_secure_measures_tls_beside_plaintext(tmp_path: Path) -> None:

@@ -52,6 +52,10 @@ async function connect(event) {
   localStorage.setItem("memstack.tenant", api.tenant);
   const health = await api.health();
   $("#status").textContent = `tenant ${api.tenant} · roles ${grant.roles.join(", ")} · applied ${health.applied || "(read-only stores)"}`;
+  // An unsealed deployment (MEMSTACK_SEAL=0): a forget cannot reach the Kafka log.
+  $("#sealing").hidden = health.sealing !== "off";
+  $("#sealing").textContent = (health.warnings || []).join(" ");
+  document.body.dataset.sealing = health.sealing || "on";
   document.body.dataset.tenant = api.tenant;
   await loadSubjects();
   follow();
@@ -229,6 +233,7 @@ async function forget(scope) {
   const item = h("li", { "data-request-id": answer.request_id, "data-status": "logged" },
     h("code", {}, answer.request_id.slice(0, 13) + "…"), " ", h("span", { class: "scope" }, describeScope(scope)), " ",
     h("b", { class: "forget-status" }, "logged"), h("div", { class: "audit muted" }));
+  for (const warning of answer.warnings || []) item.append(h("div", { class: "warning" }, warning));
   $("#forgets").prepend(item);
   await watchForget(answer.request_id, item);
   await refresh(true);
