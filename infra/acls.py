@@ -5,8 +5,10 @@ Roles:
 - ``service``: the live worker and ``memstack serve``: reads and writes every topic under the
   prefix (the log, the forget ledger, dead letters, keys, Faust's changelogs), deletes records
   (forgetting), and joins the consumer groups named ``<prefix>-...``;
-- ``agent``: a producer-only agent (the SDK's ``MemoryClient``): writes events and forget
-  requests and nothing else; it cannot read memory back;
+- ``agent``: a producer-only agent (the SDK's ``MemoryClient``): writes events and nothing
+  else; it cannot read memory back, and it cannot erase it either (a forget request destroys
+  data for good: it goes through the service's forget route, whose API keys carry the
+  ``forget`` role, or an operator's ``memstack forget`` as the service principal);
 - ``admin``: ``memstack topics create|check|describe``: creates and inspects the topics.
 
 ``role_acls`` is the one definition: ``memstack topics acls`` prints it, and the local broker
@@ -62,7 +64,7 @@ def _pascal(name: str) -> str:
 
 def role_acls(prefix: str) -> dict[str, list[AclRule]]:
     """Every role's rules for the topics and groups of one ``MEMSTACK_TOPIC_PREFIX``."""
-    client_topics = [f"{prefix}.events", f"{prefix}.forget", f"{prefix}.keys"]
+    agent_topics = [f"{prefix}.events", f"{prefix}.keys"]  # not .forget: see the agent role
     return {
         "service": [
             AclRule("service", "TOPIC", prefix, "PREFIXED",
@@ -71,7 +73,7 @@ def role_acls(prefix: str) -> dict[str, list[AclRule]]:
             AclRule("service", "CLUSTER", "kafka-cluster", "LITERAL", ("DESCRIBE",)),
         ],
         "agent": [AclRule("agent", "TOPIC", name, "LITERAL", ("WRITE", "DESCRIBE"))
-                  for name in client_topics],
+                  for name in agent_topics],
         "admin": [
             AclRule("admin", "TOPIC", prefix, "PREFIXED",
                     ("CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS")),

@@ -41,13 +41,14 @@ from typing import Any
 from memstack.client import MemoryClient
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.keystore import FileKeyStore
+from memstack.foundation.sealing import open_record
 from memstack.foundation.settings import Settings
 from memstack.jobs.bench.pipeline import Timed
 from memstack.jobs.bench.workload import conversation
 from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.log_reader import read_bounded
-from memstack.schemas.events import TEXT_KINDS, Event, parse_event
+from memstack.schemas.events import TEXT_KINDS, Event
 
 EMBED_CALL = 1024
 """Texts per model call: the replay's own (``ReplaySpec.embed_batch``)."""
@@ -65,8 +66,10 @@ def _emit(settings: Settings, events: int) -> int:
 
 def _log_texts(settings: Settings) -> tuple[list[str], int]:
     records = list(read_bounded(settings.bootstrap, settings.events_topic))
+    keys = FileKeyStore(settings.keys_dir)
     # What the replay embeds: texts of memory-row kinds (facts become versions, not vectors).
-    return [t for r in records if r.value and (e := parse_event(r.value)).kind in TEXT_KINDS
+    opened = [open_record(r.value, keys) for r in records if r.value]
+    return [t for e in opened if isinstance(e, Event) and e.kind in TEXT_KINDS
             and (t := e.text())], len(records)
 
 

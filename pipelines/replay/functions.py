@@ -31,6 +31,8 @@ from typing import Any
 
 from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
 
+from memstack.foundation.keystore import FileKeyStore, KeyStore
+from memstack.foundation.sealing import Shredded, open_record
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.replay.ordering import PartitionLinker, Resequencer
@@ -46,7 +48,7 @@ from memstack.pipelines.replay.wiring import (
     upstream_vectors,
 )
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import TEXT_KINDS, parse_event
+from memstack.schemas.events import TEXT_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +113,11 @@ class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
         self.pool: ThreadPoolExecutor | None = None
         self.inflight: deque[Future[list[Item]]] = deque()
         self.ready_at = 0.0
+        self.keys: KeyStore | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        if self.config.keys_dir is not None:  # sealed records are opened here too, to embed
+            self.keys = FileKeyStore(self.config.keys_dir)
         if self.config.embed_upstream:
             self.encoder = open_encoder(self.config)
             self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-embed")
@@ -142,9 +147,11 @@ class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
         if item.record.value is None:
             return replace(item, ready_at=self.ready_at)
         try:
-            event = parse_event(item.record.value)
+            event = open_record(item.record.value, self.keys)
         except InvalidEventError:
             return replace(item, ready_at=self.ready_at)  # the projector makes a dead letter
+        if isinstance(event, Shredded):
+            return replace(item, ready_at=self.ready_at)  # the projector skips it
         forget = self.config.forget
         covered = forget is not None and forget.covers(event, item.record.position.log_time)
         # Only kinds that become memory rows are embedded: a fact's text ("subject relation

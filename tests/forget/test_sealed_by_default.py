@@ -101,3 +101,29 @@ def test_an_unsealed_deployment_reports_the_log_as_not_erased(
     needle = secret.encode()
     assert _files_holding(needle, [stores_dir(settings)]) == []
     assert _files_holding(needle, _segment_dirs(kafka, settings))  # still in the log
+
+
+@pytest.mark.timeout(300)
+def test_a_forget_on_a_mixed_log_shreds_the_sealed_part_and_names_the_rest(
+        cli_topics: Settings, minilm: MiniLMEncoder, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A log written unsealed first (before sealing was on) and sealed later."""
+    monkeypatch.delenv("MEMSTACK_SEAL", raising=False)
+    settings = Settings.from_env()
+    with MemoryClient("acme", "bot", settings=settings.with_(seal=False)) as client:
+        client.message("s-gone", "user", "written before sealing was on")
+    with MemoryClient("acme", "bot", settings=settings) as client:
+        client.message("s-gone", "user", "written sealed")
+        client.message("s-keep", "user", "I water the basil every three days")
+    rebuild_forgetting(settings.bootstrap, settings.events_topic, stores_dir(settings),
+                       ForgetLedger(), FileKeyStore(settings.keys_dir), encoder=minilm)
+
+    request_id, warned = _forget_session(capsys)
+    assert warned == ""  # sealing is on: the request has nothing to warn about
+    assert main(["forget", "apply"]) == 1
+    out = capsys.readouterr().out
+    assert f"log/log: 1 ({SEALING_OFF} for 1 payload(s) of the scope, written unsealed" in out
+    assert main(["forget", "audit", request_id, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["notes"]["log_shredded"] == 1 and report["table"]["log"]["log"] == 1
+    assert {r["check"] for r in report["residuals"]} == {"log"}

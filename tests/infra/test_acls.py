@@ -19,9 +19,9 @@ def run(argv: list[str]) -> int:
     return result
 
 
-def test_the_agent_role_writes_and_cannot_read() -> None:
+def test_the_agent_role_writes_and_cannot_read_or_forget() -> None:
     rules = role_acls("acme")["agent"]
-    assert {r.name for r in rules} == {"acme.events", "acme.forget", "acme.keys"}
+    assert {r.name for r in rules} == {"acme.events", "acme.keys"}
     assert all(r.pattern == "LITERAL" and set(r.operations) == {"WRITE", "DESCRIBE"}
                for r in rules)
 

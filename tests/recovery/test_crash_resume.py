@@ -193,6 +193,7 @@ def assert_session_state_equals_a_clean_pass(topics: Settings) -> None:
     equal one uninterrupted pass of the same log through the same updater."""
     import asyncio
 
+    from memstack.foundation.sealing import open_record
     from memstack.operators.log import LoggedEvent
     from memstack.operators.state_codec import restore_sums
     from memstack.pipelines.embedding import shared_encoder
@@ -203,14 +204,17 @@ def assert_session_state_equals_a_clean_pass(topics: Settings) -> None:
         latest_snapshots,
     )
     from memstack.schemas.errors import InvalidEventError
-    from memstack.schemas.events import parse_event
+    from memstack.schemas.events import Event
 
+    keys = FileKeyStore(topics.keys_dir)
     events = []
     for record in read_bounded(topics.bootstrap, topics.events_topic):
         try:
-            events.append(LoggedEvent(parse_event(record.value or b""), record.position))
+            opened = open_record(record.value or b"", keys)
         except InvalidEventError:
-            continue
+            continue  # the producer's malformed records
+        if isinstance(opened, Event):
+            events.append(LoggedEvent(opened, record.position))
     sink = _MemorySink()
     updater = SessionStateUpdater(sink, sink, shared_encoder())
     asyncio.run(updater.apply(sorted(events, key=lambda e: (e.position.partition,

@@ -3,7 +3,7 @@
 One service for the package's tests (starting it loads the model and joins the consumer group,
 ~10-20 s; tests use their own sessions and subjects): its own topics, stores and home, a free
 port, keys for two tenants with every role, one read-only key and one write-only key; payloads
-sealed (``MEMSTACK_SEAL=1``) so a forget shreds the log too. Stopped with SIGTERM at the end;
+sealed (the default) so a forget shreds the log too. Stopped with SIGTERM at the end;
 the fixture then checks it drained (exit 0) and removed ``service.json``.
 """
 
@@ -45,7 +45,7 @@ class Service:
 
 def start_service(settings: Settings, log: Path, *extra: str,
                   env: dict[str, str] | None = None) -> Service:
-    env = {"MEMSTACK_SEAL": "1", "MEMSTACK_API_KEYS_FILE": "", "MEMSTACK_API_KEYS": ",".join([
+    env = {"MEMSTACK_API_KEYS_FILE": "", "MEMSTACK_API_KEYS": ",".join([
         f"{KEYS['acme']}:acme", f"{KEYS['other']}:other",
         f"{KEYS['acme-read']}:acme:read", f"{KEYS['acme-write']}:acme:write"]), **(env or {})}
     process, url = spawn_service(settings, log, "--within", "0.05", "--after-timeout", "60",

@@ -69,11 +69,11 @@ def compare(settings: Settings, fanout: Fanout, scratch: Path, qs: list[Q]) -> N
 def straddling_keys(settings: Settings, events: list[object], ends: dict[int, int]) -> int:
     """How many fact keys have entries on more than one partition (the scenario needs some)."""
     from memstack.pipelines.log_reader import read_bounded
-    from memstack.schemas.events import parse_event
+    from tests.logged import open_logged
 
     where: dict[tuple[str, str | None, str], set[int]] = {}
     for record in read_bounded(settings.bootstrap, settings.events_topic, None, ends):
-        event = parse_event(record.value or b"")
+        event = open_logged(settings, record.value)
         relation = event.payload.model_dump().get("relation")
         if relation:
             where.setdefault((event.tenant, event.subject, relation), set()).add(

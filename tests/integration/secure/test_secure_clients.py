@@ -77,6 +77,23 @@ def test_a_producer_only_principal_writes_events_but_cannot_read_them(
     assert_no_password(secure_topics.kafka, debug_logs.text, str(denied.value))
 
 
+def test_a_producer_only_principal_cannot_write_a_forget(
+        secure_topics: SecureTopics, monkeypatch: pytest.MonkeyPatch,
+        debug_logs: pytest.LogCaptureFixture) -> None:
+    """A forget destroys data for good: the agent role (what a possibly prompt-injected agent
+    holds) may add memory, not erase it."""
+    settings = secure_topics.use(monkeypatch, "agent")
+    started = time.monotonic()
+    with MemoryClient("acme", "agent", settings=settings) as client, \
+            pytest.raises(KafkaAuthorizationError, match="memstack-agent") as denied:
+        client.emit_confirmed([client.events.forget({"type": "session", "session": "s1"})])
+    assert time.monotonic() - started < FAIL_FAST_S
+    assert settings.forget_topic in str(denied.value)
+    secure_topics.use(monkeypatch, "service")
+    assert list(read_bounded(settings.bootstrap, settings.forget_topic)) == []  # nothing logged
+    assert_no_password(secure_topics.kafka, debug_logs.text, str(denied.value))
+
+
 def test_a_wrong_password_fails_fast_naming_the_setting(
         secure_topics: SecureTopics, debug_logs: pytest.LogCaptureFixture) -> None:
     good = secure_topics.settings("agent")
