@@ -200,7 +200,7 @@ class LogEncoder:
             return LogRecord(event, self.settings.forget_topic, event.key, event.to_json())
         if self.keys is None:
             return LogRecord(event, self.settings.events_topic, event.key, event.to_json())
-        from memstack.foundation.sealing import seal  # cryptography: only when sealing
+        from memstack.foundation.sealing import seal_record  # cryptography: only when sealing
 
         return LogRecord(event, self.settings.events_topic, event.key,
-                         seal(event, self.keys).to_json())
+                         seal_record(event, self.keys))

@@ -82,11 +82,15 @@ class FileKeyStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._live: dict[KeyScope, tuple[str, bytes]] = {}
+        self._live_files: dict[str, str] = {}
+        """key id -> its live file's path, as text (``current`` checks it on every call)."""
 
     def current(self, scope: KeyScope) -> tuple[str, bytes]:
         with self._lock:
             cached = self._live.get(scope)
-            if cached is not None and self._path(cached[0], scope.tenant).exists():
+            # The file is checked on every call, not cached: another process (`memstack
+            # forget`, the service's forget route) may have retired the key meanwhile.
+            if cached is not None and os.path.exists(self._live_file(cached[0], scope.tenant)):
                 return cached
             for key_id, found_scope, key in self._scan(scope.tenant):
                 if found_scope == scope:
@@ -183,6 +187,14 @@ class FileKeyStore:
 
     def _path(self, key_id: str, tenant: str) -> Path:
         return self.root / _h(tenant) / f"{_h(key_id)}.key"
+
+    def _live_file(self, key_id: str, tenant: str) -> str:
+        path = self._live_files.get(key_id)
+        if path is None:
+            if len(self._live_files) > 100_000:  # bounded: many scopes over a long run
+                self._live_files.clear()
+            path = self._live_files[key_id] = str(self._path(key_id, tenant))
+        return path
 
 
 def scope_args(scope: ForgetScope) -> tuple[str | None, str | None]:

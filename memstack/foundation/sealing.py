@@ -13,11 +13,14 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic_core import to_json
 
 from memstack.foundation.keystore import KeyScope, KeyStore
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event, decode_json, validate_event
-from memstack.schemas.sealed import SealedEvent, SealedPayload, envelope_bytes_of, parse_record
+from memstack.schemas.sealed import SealedEvent, envelope_bytes_of, parse_record
+
+ALG = "AES-256-GCM"
 
 
 @dataclass(frozen=True)
@@ -31,14 +34,26 @@ def scope_of(event: Event | SealedEvent) -> KeyScope:
     return KeyScope(event.tenant, event.session, event.subject)
 
 
-def seal(event: Event, keys: KeyStore) -> SealedEvent:
+def seal_record(event: Event, keys: KeyStore) -> bytes:
+    """The log record of ``event`` sealed: its canonical envelope with ``sealed`` in place of
+    the payload, the bytes :meth:`SealedEvent.to_json` gives.
+
+    Written as bytes, not through the model: the envelope's canonical JSON is the ciphertext's
+    associated data anyway, and building and validating a ``SealedEvent`` per event was most
+    of sealing's cost on every client's hot path (tests/memstack/test_sealing.py checks the
+    bytes parse back to themselves)."""
     key_id, key = keys.current(scope_of(event))
     nonce = os.urandom(12)
+    envelope = envelope_bytes_of(event)
     plaintext = event.payload.model_dump_json(exclude_none=True).encode()
-    ct = AESGCM(key).encrypt(nonce, plaintext, envelope_bytes_of(event))
-    sealed = SealedPayload(key_id=key_id, nonce=_b64(nonce), ct=_b64(ct))
-    envelope = event.model_dump(exclude={"payload"})
-    return SealedEvent.model_validate({**envelope, "sealed": sealed})
+    ct = AESGCM(key).encrypt(nonce, plaintext, envelope)
+    sealed = to_json({"alg": ALG, "key_id": key_id, "nonce": _b64(nonce), "ct": _b64(ct)})
+    return b"".join((envelope[:-1], b',"sealed":', sealed, b"}"))
+
+
+def seal(event: Event, keys: KeyStore) -> SealedEvent:
+    """``event`` sealed, as the validated model of :func:`seal_record`'s bytes."""
+    return SealedEvent.model_validate_json(seal_record(event, keys))
 
 
 def open_sealed(sealed: SealedEvent, keys: KeyStore, raw: bytes | None = None) -> Event | Shredded:

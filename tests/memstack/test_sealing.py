@@ -9,8 +9,10 @@ import pytest
 
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.keystore import FileKeyStore, KeyScope, KeyStoreError
-from memstack.foundation.sealing import Shredded, open_record, seal
+from memstack.foundation.sealing import Shredded, open_record, seal, seal_record
 from memstack.schemas.errors import InvalidEventError
+from memstack.schemas.events import Event
+from memstack.schemas.sealed import SealedEvent, envelope_bytes_of
 
 B = EventBuilder(Defaults("acme", "bot"))
 
@@ -21,6 +23,25 @@ def test_sealed_round_trip_hides_the_payload(tmp_path: Path) -> None:
     raw = seal(event, keys).to_json()
     assert b"4711" not in raw
     assert json.loads(raw)["session"] == "s1"  # the envelope stays readable for routing
+    assert open_record(raw, keys) == event
+
+
+@pytest.mark.parametrize("event", [
+    B.message("s1", "user", "plain ascii"),
+    B.note("sessão-ü/1", "texto com acentos: ç, ã, 中文, emoji \U0001f510, quote \" and \\",
+           subject="user:zoë"),
+    B.fact("s1", "user:ana", "lives_in", "Porto", valid_from="2026-01-01T00:00:00Z",
+           valid_to="2026-06-01T00:00:00Z"),
+    B.tool_call("s1", "search", "c1", {"q": "tab\there", "n": [1, 2.5, None]}),
+])
+def test_the_sealed_record_is_the_canonical_sealed_event(tmp_path: Path, event: Event) -> None:
+    """seal_record writes the bytes without the model: they must be exactly what the model
+    serializes them to, and open to the event."""
+    keys = FileKeyStore(tmp_path)
+    raw = seal_record(event, keys)
+    model = SealedEvent.model_validate_json(raw)
+    assert model.to_json() == raw
+    assert model.envelope_bytes() == envelope_bytes_of(event)
     assert open_record(raw, keys) == event
 
 
