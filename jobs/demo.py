@@ -45,7 +45,7 @@ def main(settings: Settings | None = None, verbose: bool = False) -> int:
     settings.home.mkdir(parents=True, exist_ok=True)
     print("1. starting the memory service: the live worker and the HTTP API in one process")
     child, url = spawn_service(settings, log_path, "--within", "0.1",
-                               env={"MEMSTACK_API_KEYS": f"{key}:{TENANT}", "MEMSTACK_SEAL": "1"})
+                               env={"MEMSTACK_API_KEYS": f"{key}:{TENANT}"})
     print(f"   listening on {url} (API docs at {url}/docs; its log: {log_path})")
     try:
         with httpx.Client(base_url=f"{url}/v1/tenants/{TENANT}", timeout=120.0,

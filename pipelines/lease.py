@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.processes import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -64,15 +65,6 @@ def client_id() -> str:
     return f"{CLIENT_PREFIX}{_host()}-{os.getpid()}"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def member_alive(member_client_id: str) -> bool | None:
     """True when the member is a process known to run (ours on another host, or a live pid
@@ -85,7 +77,7 @@ def member_alive(member_client_id: str) -> bool | None:
         return None
     if host != _host():
         return True
-    return int(pid) != os.getpid() and _alive(int(pid))
+    return int(pid) != os.getpid() and pid_alive(int(pid))
 
 
 Members = Callable[[str], Sequence[str]]

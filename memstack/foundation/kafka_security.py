@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memstack.foundation.env_flags import env_flag
 from memstack.foundation.errors import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -113,7 +114,7 @@ class KafkaSecurity:
                    password_file=_path(env, PASSWORD_FILE_VAR),
                    ca_file=_path(env, CA_FILE_VAR), cert_file=_path(env, CERT_FILE_VAR),
                    key_file=_path(env, KEY_FILE_VAR),
-                   check_hostname=_flag(env, CHECK_HOSTNAME_VAR, default=True))
+                   check_hostname=env_flag(env, CHECK_HOSTNAME_VAR, default=True))
 
     @property
     def uses_sasl(self) -> bool:
@@ -253,16 +254,6 @@ def _path(env: Mapping[str, str], name: str) -> Path | None:
         raise ConfigError(f"{name}={raw}: no such file")
     return path
 
-
-def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
-    raw = (env.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name}={raw!r} must be 1 or 0")
 
 
 def _jaas(value: str | None) -> str:

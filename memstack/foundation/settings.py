@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from memstack.foundation.env_flags import env_flag
 from memstack.foundation.errors import ConfigError
 from memstack.foundation.kafka_security import KafkaSecurity
 
@@ -29,20 +30,9 @@ def _int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
 SEALING_OFF = "log not erased: sealing is off"
 """What every report of an unsealed deployment says (``/healthz``, the inspector, the forget
 audit and ``memstack forget``): a forget cannot reach payloads written in the clear."""
-
-
-def _flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw == "":
-        return default
-    if raw in TRUE or raw in FALSE:
-        return raw in TRUE
-    raise ConfigError(f"{name}={raw!r} must be one of {TRUE + FALSE}")
 
 
 @dataclass(frozen=True)
@@ -72,7 +62,7 @@ class Settings:
         if not prefix or any(c in prefix for c in " /\\:"):
             raise ConfigError(f"MEMSTACK_TOPIC_PREFIX={prefix!r} must be a plain topic name part")
         partitions = _int("MEMSTACK_PARTITIONS", 3, minimum=1)
-        seal = _flag("MEMSTACK_SEAL", True)
+        seal = env_flag(os.environ, "MEMSTACK_SEAL", default=True)
         return cls(home, port, controller, bootstrap, prefix, partitions, seal,
                    KafkaSecurity.from_env())
 

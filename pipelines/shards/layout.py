@@ -21,6 +21,8 @@ import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from memstack.foundation.processes import pid_alive
+
 SHARDS = "shards"
 WORKERS = "workers"
 
@@ -76,17 +78,8 @@ def read_cards(root: Path) -> list[WorkerCard]:
             card = WorkerCard(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             continue  # being replaced, or not a card
-        if card.host == socket.gethostname() and not _alive(card.pid):
+        if card.host == socket.gethostname() and not pid_alive(card.pid):
             continue
         cards.append(card)
     return cards
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -260,7 +260,6 @@ def test_replay_after_forget_rebuilds_nothing_forgotten(kafka: KafkaUnderTest,
     session is, and an event of the forgotten session logged after the request is new data."""
     import time
 
-    from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.stores.bundle import Stores
 
     settings = settings_on_fresh_topics(kafka, tmp_path / "home", "t-replay-forget")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -144,3 +146,17 @@ def wait_complete(fanout: Fanout, settings: Settings, timeout_s: float = 240.0) 
             return coverage
         assert time.monotonic() < deadline, f"not complete: {coverage}, ends {ends}"
         time.sleep(0.5)
+
+
+def stop_workers(workers: dict[str, subprocess.Popen[bytes]], logs: Path) -> None:
+    """SIGTERM every worker still running, wait up to 60 s each (then kill), and print each
+    one's log tail (pytest shows it when the test failed)."""
+    for child in workers.values():
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for name, child in workers.items():
+        try:
+            child.wait(60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        print(name, (logs / f"{name}.log").read_text()[-1500:])

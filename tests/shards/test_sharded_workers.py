@@ -40,6 +40,7 @@ from tests.shards.deployment import (
     queries,
     routed,
     routed_hashes,
+    stop_workers,
     wait_complete,
 )
 
@@ -176,12 +177,4 @@ def test_three_workers_answer_as_one_store_through_kill_and_join(six: Settings,
         compare(six, fanout, tmp_path / "ref3", queries(known2, cut2))
     finally:
         fanout.close()
-        for child in workers.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for name, child in workers.items():
-            try:
-                child.wait(60)
-            except subprocess.TimeoutExpired:
-                child.kill()
-            print(name, (logs / f"{name}.log").read_text()[-1500:])
+        stop_workers(workers, logs)

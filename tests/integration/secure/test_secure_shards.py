@@ -4,8 +4,6 @@ router's answers equal those of one store rebuilt over the same log."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from tests.shards.deployment import (
     emit,
     routed,
     routed_hashes,
+    stop_workers,
     wait_complete,
 )
 
@@ -57,12 +56,4 @@ def test_two_sharded_workers_apply_events_written_over_sasl_ssl(
             assert routed_hashes(fanout, ["acme"], qs) == direct_hashes(stores, ["acme"], qs)
     finally:
         fanout.close()
-        for child in workers.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for name, child in workers.items():
-            try:
-                child.wait(60)
-            except subprocess.TimeoutExpired:
-                child.kill()
-            print(name, (logs / f"{name}.log").read_text()[-1500:])
+        stop_workers(workers, logs)
