@@ -17,22 +17,26 @@ started with ``memstack infra up --secure`` applies it (``apply_acls``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kafka.admin import (
     ACL,
+    ACLFilter,
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
     KafkaAdminClient,
     ResourcePattern,
+    ResourcePatternFilter,
     ResourceType,
 )
 
 from memstack.infra.errors import TopicError
 
 ROLES = ("service", "agent", "admin")
+ACLS_VISIBLE_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -103,4 +107,35 @@ def apply_acls(client: KafkaAdminClient, prefix: str, principals: Mapping[str, s
     failed = result.get("failed") or []
     if failed:
         raise TopicError(f"the broker refused {len(failed)} ACLs: {failed[:3]}")
+    wait_visible(client, acls)
     return len(acls)
+
+
+def wait_visible(client: KafkaAdminClient, acls: Sequence[ACL],
+                 timeout_s: float = ACLS_VISIBLE_TIMEOUT_S) -> None:
+    """Return once the broker's authorizer lists every one of ``acls``.
+
+    ``create_acls`` answers when the controller has accepted the rules; the broker applies them
+    when it has read them from the metadata log, a moment later. A client allowed only by a rule
+    still on its way is refused (``TopicAuthorizationFailedError``), so whoever creates rules and
+    then uses them waits here. On a cluster of several brokers each one catches up on its own;
+    this asks the one the admin client talks to.
+    """
+    wanted = set(acls)
+    everything = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                           ResourcePatternFilter(ResourceType.ANY, None,
+                                                 ACLResourcePatternType.ANY))
+    deadline = time.monotonic() + timeout_s
+    missing = wanted
+    while True:
+        listed, _error = client.describe_acls(everything)
+        missing = wanted - set(listed or [])
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise TopicError(
+                f"{len(missing)} of {len(wanted)} ACLs created are still not applied by the broker "
+                f"after {timeout_s:.0f} s (for example {sorted(map(repr, missing))[:2]}); "
+                "check the broker's log for the metadata log falling behind, "
+                "then run the command again")
+        time.sleep(0.1)

@@ -14,11 +14,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourceType,
+)
 
 from memstack.aio import AsyncMemoryClient
 from memstack.client import MemoryClient
 from memstack.foundation.errors import KafkaAuthorizationError, KafkaSecurityError
 from memstack.foundation.kafka_security import KafkaSecurity, Secret
+from memstack.infra.acls import wait_visible
+from memstack.infra.errors import TopicError
+from memstack.infra.net import admin_client
 from memstack.infra.preflight import require_topics
 from memstack.infra.tls import ensure_certificates
 from memstack.pipelines.log_reader import read_bounded
@@ -186,3 +197,18 @@ def test_a_jobs_preflight_names_a_wrong_password(
         require_topics(settings.bootstrap, [settings.events_topic])
     assert time.monotonic() - started < FAIL_FAST_S
     assert_no_password(secure_topics.kafka, debug_logs.text)
+
+
+def test_rules_are_waited_for_until_the_broker_applies_them(secure_topics: SecureTopics) -> None:
+    """``apply_acls`` returns once the authorizer lists its rules; a rule never created is
+    reported after the wait, naming how many are missing."""
+    kafka = secure_topics.kafka
+    rule = ACL("User:nobody-at-all", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+               ResourcePattern(ResourceType.TOPIC, f"{secure_topics.prefix}.events",
+                               ACLResourcePatternType.LITERAL))
+    with admin_client(kafka.bootstrap, security=kafka.security.client("admin")) as client:
+        wait_visible(client, [])  # nothing to wait for
+        with pytest.raises(TopicError, match="1 of 1 ACLs created are still not applied"):
+            wait_visible(client, [rule], timeout_s=1.0)
+        client.create_acls([rule])
+        wait_visible(client, [rule])
