@@ -174,13 +174,21 @@ def ray_check(settings: Settings, work: Path, args: argparse.Namespace) -> dict[
             "digests_equal": 1 if digests["whole"] == digests["resumed"] else 0}
 
 
+def _offsets(text: str) -> dict[int, int]:
+    return {int(k): int(v) for k, v in (pair.split(":") for pair in text.split(",") if pair)}
+
+
 def moved_everywhere(line: str) -> bool:
     """Whether a job progress line (``offsets {0: 32, 1: 16} of {...}; ...``) shows every
-    partition past offset 0, so every actor has a checkpoint to resume from."""
+    partition past offset 0 (every actor has a checkpoint to resume from) and some partition
+    short of its target (the job goes on for another round, so a crash now loses an actor: on
+    the line that ends the job, nothing would notice a node's death)."""
     if not line.startswith("offsets {"):
         return False
-    done = line.removeprefix("offsets {").split("}", 1)[0]
-    return all(int(pair.split(":")[1]) > 0 for pair in done.split(","))
+    done = _offsets(line.removeprefix("offsets {").split("}", 1)[0])
+    target = _offsets(line.split(" of {", 1)[1].split("}", 1)[0]) if " of {" in line else {}
+    return all(o > 0 for o in done.values()) and any(
+        done.get(p, 0) < o for p, o in target.items())
 
 
 def _crasher(cluster: Any, lines: list[str], crash: bool) -> Any:
