@@ -25,6 +25,10 @@ being handed to the worker ("logged"):
 - ``growth``: physical p50 large / small; ``batch_100_s``: first logged -> last erased;
 - ``ingest_stall_max_s``: the longest gap between two live commits while requests ran (the
   nominal gap is 0.2 s).
+- ``resolve_ms_small``/``resolve_ms_large``/``resolve_ms_ratio``: resolving a subject forget
+  (20 events of its tenant at both sizes) over the stores of each size after their run, with a
+  lineage of every row (:mod:`memstack.jobs.bench.forget_resolve`); ``resolve_exact_rate``: the
+  resolutions that found exactly the generator's rows.
 
 Nothing here is faster than the worker: the model (texts map to the corpus's vectors), Kafka,
 the log lineage and key destruction are left out, so the figures are lower bounds for the
@@ -43,6 +47,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from memstack.jobs.bench import forget_resolve
+from memstack.jobs.bench.forget_resolve import Sized
 from memstack.jobs.bench.forget_worker import (
     Applied,
     CorpusEncoder,
@@ -89,13 +95,17 @@ def build(directory: Path, corpus: Corpus, rows: int, encoder: CorpusEncoder,
         report("indexes built in %.1f s", time.monotonic() - began)
 
 
+def stores_dir(tmp: Path, rows: int) -> Path:
+    return tmp / f"stores-{rows}" / "live"
+
+
 def measure_size(plan: Plan, report: Report, tmp: Path) -> dict[str, float]:
     rng = np.random.default_rng(11)
     extra = min(EXTRA_ROWS, max(10_000, plan.rows))
     corpus = Corpus(plan.rows + extra, rng)
     victims = [int(v) for v in rng.choice(plan.rows, size=plan.singles + plan.batch,
                                           replace=False)]
-    directory = tmp / f"stores-{plan.rows}" / "live"
+    directory = stores_dir(tmp, plan.rows)
     encoder = CorpusEncoder(corpus, victims + list(range(plan.rows, plan.rows + extra)))
     build(directory, corpus, plan.rows, encoder, report)
     worker = StoreThread(directory, corpus, plan.rows, encoder)
@@ -177,7 +187,12 @@ def run(quick: bool, report: Report) -> Result:
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         lo = measure_size(Plan(small, singles, batch_budget_s=budget), report, Path(tmp))
         hi = measure_size(Plan(large, singles, batch_budget_s=budget), report, Path(tmp))
-    return result(small, large, lo, hi, report)
+        resolving = forget_resolve.measure(
+            Sized(stores_dir(Path(tmp), small), small + int(lo["ingested_rows"])),
+            Sized(stores_dir(Path(tmp), large), large + int(hi["ingested_rows"])), quick, report)
+    out = result(small, large, lo, hi, report)
+    out.figures |= resolving
+    return out
 
 
 def result(small: int, large: int, lo: dict[str, float], hi: dict[str, float],

@@ -32,7 +32,7 @@ from queue import Empty, SimpleQueue
 import numpy as np
 
 from memstack.foundation.builders import Defaults, EventBuilder
-from memstack.jobs.bench.query import DIM, Corpus
+from memstack.jobs.bench.query import DIM, TENANTS, Corpus
 from memstack.operators.forget import ForgetRequest
 from memstack.operators.log import LogPosition
 from memstack.operators.mutations import MemoryRow, PutRecord, RecordRow
@@ -59,6 +59,16 @@ ID_MS = 1_767_225_600_000
 """The millisecond part of the generated event ids (UUIDv7, 2026-01-01)."""
 
 
+SUBJECT_ROWS = 20
+"""Events per subject: a subject forget covers this many rows at every store size."""
+
+
+def subject_of(row: int) -> str:
+    """Row ``row``'s subject: consecutive rows take turns over the tenants, so a subject spans
+    :data:`SUBJECT_ROWS` rows of its tenant."""
+    return f"u{row // (SUBJECT_ROWS * TENANTS)}"
+
+
 def event_id(row: int) -> str:
     """Row ``row``'s event id: a canonical UUIDv7 (fixed time, the row number as its tail)."""
     return str(uuid.UUID(int=(ID_MS << 80) | (7 << 76) | (2 << 62) | row))
@@ -72,7 +82,7 @@ def record_of(row: MemoryRow) -> RecordRow:
 
 def write(stores: Stores, corpus: Corpus, lo: int, hi: int) -> None:
     """Rows ``lo..hi`` of the corpus, in bulk (indexes left to the caller)."""
-    rows = [replace(r, memory_id=event_id(i), event_id=event_id(i))
+    rows = [replace(r, memory_id=event_id(i), event_id=event_id(i), subject=subject_of(i))
             for i, r in zip(range(lo, hi), corpus.rows(lo, hi), strict=True)]
     stores.events.apply([PutRecord(record_of(r)) for r in rows], {0: hi}, topic=TOPIC)
     stores.vectors.merge(rows, corpus.vectors[lo:hi], maintain=False)
@@ -181,7 +191,8 @@ class StoreThread:
         for row in range(self.next_row, hi):
             tenant = f"t{self.corpus.tenant[row]}"
             event = self.builder.message(f"s{row % 1000}", "user", self.corpus.text(row),
-                                         tenant=tenant, event_id=event_id(row))
+                                         tenant=tenant, event_id=event_id(row),
+                                         subject=subject_of(row))
             records.append(LogRecord(TOPIC, None, event.to_json(),
                                      LogPosition(datetime.now(UTC), 0, row), 0))
         if records:

@@ -44,7 +44,7 @@ def resolve(request: ForgetRequest, events: DuckDBEventIndex, vectors: LanceVect
     ids: set[str] = set()
     times: set[datetime] = set()
     sessions: set[str] = set()
-    for entry in lineage.entries(request.tenant) if lineage is not None else ():
+    for entry in lineage.scoped(request.tenant, request.scope) if lineage is not None else ():
         if request.covers(entry.subject, entry.position.log_time):
             ids.add(entry.subject.event_id)
             times.add(entry.position.log_time)

@@ -59,6 +59,7 @@ from memstack.pipelines.session_state_table import (
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.pipelines.stores.lance_index import LanceVectorIndex
+from memstack.schemas.events import ForgetScope
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +89,16 @@ class StoreItems:
     def of_events(self, tenant: str, ids: Iterable[str]) -> tuple[list[StateItem], int]:
         """Items of the events ``ids``, and how many asserted facts among them had no session."""
         wanted = sorted(set(ids))
-        facts, unplaced = self._facts(tenant, wanted, self._envelopes(tenant))
+        facts, unplaced = self._facts(tenant, wanted, self._envelopes(tenant, wanted))
         return self._turns(tenant, "event_id", wanted) + facts, unplaced
 
     def of_sessions(self, tenant: str, sessions: Iterable[str]) -> list[StateItem]:
         """Every item the stores hold for ``sessions`` of ``tenant``."""
-        names = set(sessions)
-        envelopes = self._envelopes(tenant)
-        in_log = sorted(i for i, e in envelopes.items() if e.subject.session in names)
-        return self._turns(tenant, "session", sorted(names)) + self._facts(tenant, in_log,
-                                                                           envelopes)[0]
+        names = sorted(set(sessions))
+        envelopes = {e.subject.event_id: e for name in names
+                     for e in self._scoped(tenant, ForgetScope(type="session", session=name))}
+        return self._turns(tenant, "session", names) + self._facts(tenant, sorted(envelopes),
+                                                                    envelopes)[0]
 
     def sessions_of(self, tenant: str, ids: Iterable[str]) -> set[str]:
         """The sessions of the events ``ids`` (records, else the log's envelopes)."""
@@ -105,14 +106,14 @@ class StoreItems:
         table = self.events().query("SELECT DISTINCT session FROM records WHERE tenant = ? "
                       "AND event_id IN (SELECT unnest(?))", [tenant, wanted])
         found = {s for s in table.column(0).to_pylist() if s is not None}
-        envelopes = self._envelopes(tenant)
-        return found | {s for i in wanted if (e := envelopes.get(i)) is not None
-                        and (s := e.subject.session) is not None}
+        return found | {s for e in self._envelopes(tenant, wanted).values()
+                        if (s := e.subject.session) is not None}
 
-    def _envelopes(self, tenant: str) -> dict[str, LogEntry]:
-        if self.lineage is None:
-            return {}
-        return {e.subject.event_id: e for e in self.lineage.entries(tenant)}
+    def _envelopes(self, tenant: str, ids: Sequence[str]) -> dict[str, LogEntry]:
+        return {} if self.lineage is None else self.lineage.of_events(tenant, ids)
+
+    def _scoped(self, tenant: str, scope: ForgetScope) -> list[LogEntry]:
+        return [] if self.lineage is None else self.lineage.scoped(tenant, scope)
 
     def _turns(self, tenant: str, column: str, values: Sequence[str]) -> list[StateItem]:
         if not values:

@@ -31,10 +31,12 @@ class IndexPolicy:
     top 10 of ``search(mode="vector")`` against exact cosine (as of, 150 queries, 1M rows):
     0.966 at 25, 0.998 at 30, 0.999 at 40 and 50; a refine factor of 10 instead of 5 changed
     nothing (0.967 at 25). 25 measured 0.937 on another corpus: 30 keeps a margin."""
-    scalar_columns: tuple[str, ...] = ("memory_id", "session", "tt_from", "vt_from", "tt_to",
-                                       "vt_to")
+    scalar_columns: tuple[str, ...] = ("memory_id", "session", "subject", "tt_from", "vt_from",
+                                       "tt_to", "vt_to")
     """BTREE indexes: with all four time columns indexed, the whole as-of prefilter is
-    answered from the indexes instead of reading ``tt_to``/``vt_to`` of every candidate."""
+    answered from the indexes instead of reading ``tt_to``/``vt_to`` of every candidate;
+    ``session`` and ``subject`` find a forget's rows without a scan (a subject forget's
+    resolution at 1M rows: 40 ms scanning, see docs/forget.md)."""
     bitmap_columns: tuple[str, ...] = ("tenant",)
     """BITMAP indexes (few distinct values): a tenant's rows and their count in ~0.5 ms."""
     text_overfetch_max: int = 4000

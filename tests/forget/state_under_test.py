@@ -16,7 +16,7 @@ present term has 1, a removed one 0, to rounding).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -41,6 +41,7 @@ from memstack.pipelines.forgetting.session_state_store import (
     content_hash,
 )
 from memstack.pipelines.session_state_table import SessionStateUpdater, StateItem, item_of
+from memstack.schemas.events import ForgetScope
 from tests.forget.stores import LanceUnderTest
 from tests.integration.test_session_state_live import MemorySink
 
@@ -51,8 +52,11 @@ class LogSoFar:
     def __init__(self, events: list[LoggedEvent]) -> None:
         self.events = events
 
-    def entries(self, tenant: str) -> list[LogEntry]:
-        return StaticLineage(self.events).entries(tenant)
+    def scoped(self, tenant: str, scope: ForgetScope) -> list[LogEntry]:
+        return StaticLineage(self.events).scoped(tenant, scope)
+
+    def of_events(self, tenant: str, ids: Iterable[str]) -> dict[str, LogEntry]:
+        return StaticLineage(self.events).of_events(tenant, ids)
 
 
 class StateThenStores:

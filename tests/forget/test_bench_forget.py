@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memstack.jobs.bench.forget import Plan, measure_size, result
-from memstack.jobs.bench.forget_worker import INGEST_EVERY
+import numpy as np
+
+from memstack.jobs.bench.forget import Plan, build, measure_size, result
+from memstack.jobs.bench.forget_resolve import Sized, measure, subject_rows
+from memstack.jobs.bench.forget_worker import (
+    INGEST_EVERY,
+    SUBJECT_ROWS,
+    CorpusEncoder,
+    subject_of,
+)
+from memstack.jobs.bench.query import TENANTS, Corpus
 from memstack.jobs.measure import Report
 
 FIGURES = ("logical_p50_s", "logical_p99_s", "physical_p50_s", "physical_p99_s",
@@ -42,3 +51,28 @@ def test_result_figures() -> None:
     assert r["rows_small"] == 10 and r["rows_large"] == 100 and r["growth"] == 3.0
     assert r["ingest_stall_max_s"] == 7.0 and r["batch_100_vs_one"] == 100.0
     assert r["physical_p50_s_small"] == 2.0 and r["physical_p50_s"] == 6.0
+
+
+def test_subject_rows_follow_the_generator() -> None:
+    """The oracle of the resolution figures against a walk over the generated rows."""
+    for rows in (1, 199, 200, 4_321):
+        for row in (0, 7, 199, 200, 3_999, 4_320):
+            if row >= rows:
+                continue
+            walked = [r for r in range(rows) if subject_of(r) == subject_of(row)
+                      and r % TENANTS == row % TENANTS]
+            assert subject_rows(row, rows) == walked
+    assert len(subject_rows(5, 10_000)) == SUBJECT_ROWS
+
+
+def test_resolution_is_measured_at_two_sizes_and_checked(tmp_path: Path) -> None:
+    sizes = []
+    for rows in (2_000, 6_000):
+        corpus = Corpus(rows, np.random.default_rng(rows))
+        directory = tmp_path / str(rows)
+        build(directory, corpus, rows, CorpusEncoder(corpus, []), Report("test"))
+        sizes.append(Sized(directory, rows))
+    f = measure(sizes[0], sizes[1], True, Report("test"))
+    assert f["resolve_exact_rate"] == 1.0  # every subject found whole, nothing else
+    assert f["resolve_ms_small"] > 0 and f["resolve_ms_large"] > 0
+    assert f["resolve_ms_ratio"] == f["resolve_ms_large"] / f["resolve_ms_small"]
