@@ -113,6 +113,12 @@ class TwoPhase(Protocol):
         """Hide ``targets`` (rows deleted per table); cheap, on the writer's thread."""
         ...
 
+    def erase_all(self, batch: Sequence[Tombstones]) -> list[dict[str, int]]:
+        """Hide the targets of several requests at once (their event ids and fact keys
+        disjoint, so the order among them does not matter); per request, its rows deleted
+        per table. The cost of one :meth:`erase`, not of ``len(batch)``."""
+        ...
+
     def purge(self, probes: Sequence[bytes] = (),
               exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
               ) -> dict[str, float]:

@@ -88,18 +88,27 @@ class DuckDBForgetStore:
         return ForgetReport(NAME, deleted, physical)
 
     def erase(self, targets: Tombstones) -> dict[str, int]:
-        """In one transaction: note and blank the forgotten content, recompute the fact
-        versions, delete the rows. Queries no longer return them once this returns."""
-        ids = sorted(targets.event_ids)
-        before = self.index.counts()
+        """:meth:`erase_all` of one request."""
+        return self.erase_all([targets])[0]
+
+    def erase_all(self, batch: Sequence[Tombstones]) -> list[dict[str, int]]:
+        """In one transaction for the whole batch (disjoint targets): note and blank the
+        forgotten content, recompute the fact versions, delete the rows. Queries no longer
+        return them once this returns. Per request, the rows its events' ids deleted."""
+        owner = {i: n for n, targets in enumerate(batch) for i in targets.event_ids}
+        ids = sorted(owner)
+        mutations = [m for targets in batch for m in targets.fact_mutations]
+        deleted = [dict.fromkeys((t for t, _ in _DELETES), 0) for _ in batch]
         with self.index.transaction("forget erase") as con:
             shred.blank(con, ids)
-            if targets.fact_mutations:
-                self.index.write(con, list(targets.fact_mutations), {}, topic="")
+            if mutations:
+                self.index.write(con, mutations, {}, topic="")
             for table, column in _DELETES:
-                con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?))", [ids])
-        after = self.index.counts()
-        return {t: before[t] - after[t] for t in ("records", "fact_entries", "fact_versions")}
+                gone = con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?)) "
+                                   f"RETURNING {column}", [ids]).fetchall()
+                for (event_id,) in gone:
+                    deleted[owner[event_id]][table] += 1
+        return deleted
 
     def purge(self, probes: Sequence[bytes] = (),
               exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
 from memstack.pipelines.forgetting.contract import Forgettable
@@ -119,8 +120,9 @@ class LiveForgetting:
         return self.apply_all([record])[0]
 
     def apply_all(self, records: Sequence[LogRecord]) -> list[Hidden | None]:
-        """Apply ledger records in log order: each request is hidden (under
-        :meth:`exclusive`); then, without an eraser, every request hidden here is purged in
+        """Apply ledger records in log order: the requests are hidden
+        (:meth:`ForgetProcessor.hide_all`: those with disjoint targets together, each group
+        under :meth:`exclusive`); then, without an eraser, every request hidden here is purged in
         **one pass** of every store and audited (by :attr:`auditor`, or here without one),
         so requests arriving together cost about one purge. A record's offset counts as
         handled once this returns (its request hidden, and purged without an eraser); a
@@ -135,9 +137,17 @@ class LiveForgetting:
         processor = self._processor_for(stores)
         if self.session_state is not None:
             processor.extra.append(self.session_state(stores, processor.lineage))
-        seen: set[str] = set()
-        out = [self._hide(record, processor, seen) for record in records]
-        hidden = [h for h in out if h is not None]
+        requests = [parse_request(record) for record in records]
+        fresh = self._fresh([r for r in requests if r is not None])
+        hidden: list[Hidden] = []
+        if fresh:
+            try:
+                hidden = processor.hide_all(fresh, self.exclusive)
+            finally:
+                with self.exclusive():
+                    self.projector.reopen(self.projector.stores)  # drops the fact cache
+        by_id = {h.request.request_id: h for h in hidden}
+        out = [None if r is None else by_id.pop(r.request_id, None) for r in requests]
         if self.eraser is not None:
             for h in hidden:
                 self._hidden.add(h.request.request_id)
@@ -175,22 +185,18 @@ class LiveForgetting:
         if self.lineage is not None:
             self.lineage.close()
 
-    def _hide(self, record: LogRecord, processor: ForgetProcessor,
-              seen: set[str]) -> Hidden | None:
-        request = parse_request(record)
-        if request is None:
-            return None
-        self.ledger.add(request)
-        if request.request_id in self._hidden or request.request_id in seen:
-            return None  # read again (a rebalance, the seek at start) while in hand here
-        seen.add(request.request_id)
-        with self.exclusive():  # checked inside: the auditor marks applied under this lock
-            if request.request_id in _applied(self.directory):
-                return None  # done before (a restart, or a copy read twice)
-            try:
-                return processor.hide(request)
-            finally:
-                self.projector.reopen(self.projector.stores)  # drops the fact cache
+    def _fresh(self, requests: Sequence[ForgetRequest]) -> list[ForgetRequest]:
+        """The requests to hide, in log order: each joins the ledger; one read again while
+        in hand here (a rebalance, the seek at start), applied before (a restart) or twice
+        in ``requests`` is left out."""
+        fresh: dict[str, ForgetRequest] = {}
+        for request in requests:
+            self.ledger.add(request)
+            if request.request_id not in self._hidden:
+                fresh.setdefault(request.request_id, request)
+        with self.exclusive():  # the auditor marks applied under this lock
+            done = _applied(self.directory)
+        return [r for r in fresh.values() if r.request_id not in done]
 
 
 def _applied(directory: Path) -> set[str]:

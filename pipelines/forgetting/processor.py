@@ -26,6 +26,7 @@ from typing import Any
 from memstack.foundation.keystore import KeyStore
 from memstack.operators.forget import ForgetRequest
 from memstack.operators.relations import RelationRegistry
+from memstack.operators.timeline import FactKey
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.audit import AuditReport, audit
 from memstack.pipelines.forgetting.bundle import ForgetStores
@@ -140,29 +141,75 @@ class ForgetProcessor:
 
     def hide(self, request: ForgetRequest) -> Hidden:
         """The logical phase: once this returns no read returns the request's content."""
-        t0 = time.monotonic()
-        resolved = resolve(request, self.stores.duckdb.index, self.stores.lance.index,
-                           self.lineage, self.registry)
-        t1 = time.monotonic()
-        destroyed = self._destroy_keys(request)
-        reports = []
+        return self.hide_all([request])[0]
+
+    def hide_all(self, requests: Sequence[ForgetRequest],
+                 exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+                 ) -> list[Hidden]:
+        """The logical phase of ``requests`` in their order, with the effect of hiding them
+        one after the other at about the cost of one: each is resolved over the stores as
+        they are, and consecutive requests whose targets (event ids and fact keys) are
+        disjoint are erased together, one transaction per store (:meth:`TwoPhase.erase_all`).
+        A request that overlaps the ones waiting (a later request's fact versions are
+        recomputed from what the earlier ones leave) hides them first and is resolved again.
+        Each group is erased inside ``exclusive()``."""
+        out: list[Hidden] = []
+        group: list[tuple[ForgetRequest, Resolved, float]] = []
+        ids: set[str] = set()
+        keys: set[FactKey] = set()
+        pending = list(requests)
+        while pending:
+            began = time.monotonic()
+            resolved = resolve(pending[0], self.stores.duckdb.index, self.stores.lance.index,
+                               self.lineage, self.registry)
+            targets = resolved.targets
+            if group and (ids & targets.event_ids or keys & targets.fact_keys):
+                with exclusive():
+                    out += self._hide_group(group)
+                group, ids, keys = [], set(), set()
+                continue  # resolved again over what the group left
+            group.append((pending.pop(0), resolved, time.monotonic() - began))
+            ids |= targets.event_ids
+            keys |= targets.fact_keys
+        if group:
+            with exclusive():
+                out += self._hide_group(group)
+        return out
+
+    def _hide_group(self, group: Sequence[tuple[ForgetRequest, Resolved, float]],
+                    ) -> list[Hidden]:
+        """Hide resolved requests with disjoint targets: keys destroyed and forgets-first
+        stores forgotten per request (in order), then every two-phase store erases them all
+        at once."""
+        began = time.monotonic()
+        destroyed = [self._destroy_keys(request) for request, _, _ in group]
+        reports: list[list[ForgetReport]] = [[] for _ in group]
+        early: list[tuple[tuple[str, tuple[Residual, ...]], ...]] = []
+        for n, (_, resolved, _) in enumerate(group):
+            for store in self._in_order():
+                if _forgets_first(store):
+                    reports[n].append(store.forget(resolved.targets))
+            ids_only = AuditProbe.of(resolved.targets, known_times=resolved.known_times)
+            early.append(tuple((s.name, tuple(s.residuals(ids_only)))
+                               for s in self.forgettables() if _forgets_first(s)))
         for store in self._in_order():
-            if _forgets_first(store):
-                reports.append(store.forget(resolved.targets))
-            elif isinstance(store, TwoPhase):
-                reports.append(ForgetReport(store.name, store.erase(resolved.targets)))
-        ids_only = AuditProbe.of(resolved.targets, known_times=resolved.known_times)
-        early = tuple((s.name, tuple(s.residuals(ids_only))) for s in self.forgettables()
-                      if _forgets_first(s))
-        t2 = time.monotonic()
-        phases = Phases.logged_at(request.log_time).reached("invisible")
-        hidden = Hidden(request, resolved, tuple(destroyed), tuple(reports),
-                        phases, {"resolve": t1 - t0, "hide": t2 - t1}, early,
-                        self.stores.directory)
-        write_status(self.outcomes_dir, request.request_id, hidden.summary())
-        log.info("hid %s: %d event(s), %d key(s) destroyed in %.3f s", request.describe(),
-                 len(resolved.targets.event_ids), len(destroyed), t2 - t0)
-        return hidden
+            if not _forgets_first(store) and isinstance(store, TwoPhase):
+                erased = store.erase_all([resolved.targets for _, resolved, _ in group])
+                for n, deleted in enumerate(erased):
+                    reports[n].append(ForgetReport(store.name, deleted))
+        hide_s = time.monotonic() - began
+        out = []
+        for n, (request, resolved, resolve_s) in enumerate(group):
+            phases = Phases.logged_at(request.log_time).reached("invisible")
+            hidden = Hidden(request, resolved, tuple(destroyed[n]), tuple(reports[n]), phases,
+                            {"resolve": resolve_s, "hide": hide_s}, early[n],
+                            self.stores.directory)
+            write_status(self.outcomes_dir, request.request_id, hidden.summary())
+            log.info("hid %s: %d event(s), %d key(s) destroyed in %.3f s (%d hidden together)",
+                     request.describe(), len(resolved.targets.event_ids), len(destroyed[n]),
+                     resolve_s + hide_s, len(group))
+            out.append(hidden)
+        return out
 
     def erase(self, batch: Sequence[Hidden],
               exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
@@ -178,7 +225,7 @@ class ForgetProcessor:
         its steps that must not overlap a read or a hide inside ``exclusive()``), the
         one-phase stores forget each request. Nothing is marked applied before its audit."""
         t0 = time.monotonic()
-        found = [self.probe(h.resolved) for h in batch]
+        found = self.probes([h.resolved for h in batch])
         probes = sorted({p for probe in found for p in probe.byte_probes})
         probe_s = time.monotonic() - t0
         physical: dict[str, dict[str, float]] = {}
@@ -245,13 +292,27 @@ class ForgetProcessor:
 
     def probe(self, resolved: Resolved) -> AuditProbe:
         """What the audit searches for; texts also said by surviving rows are left out."""
-        targets = resolved.targets
-        shared = shared_texts(self.stores, targets.texts, targets.event_ids)
-        texts = [t for t in targets.texts if t not in shared]
-        searched = texts[:MAX_SEARCHED_TEXTS]
-        vectors = (self.encoder.encode(searched) if self.encoder is not None and searched
-                   else None)
-        return AuditProbe.of(targets, frozenset(shared), vectors, resolved.known_times)
+        return self.probes([resolved])[0]
+
+    def probes(self, batch: Sequence[Resolved]) -> list[AuditProbe]:
+        """:meth:`probe` of each request of a batch purged together, with one search for
+        shared texts (the batch's rows all go, so a text is shared only when a row outside
+        the whole batch holds it) and one encoder call."""
+        gone = frozenset(i for resolved in batch for i in resolved.targets.event_ids)
+        texts = list(dict.fromkeys(t for resolved in batch for t in resolved.targets.texts))
+        shared = shared_texts(self.stores, texts, gone)
+        searched = [[t for t in resolved.targets.texts if t not in shared][:MAX_SEARCHED_TEXTS]
+                    for resolved in batch]
+        flat = [t for texts_of in searched for t in texts_of]
+        vectors = self.encoder.encode(flat) if self.encoder is not None and flat else None
+        out, at = [], 0
+        for resolved, texts_of in zip(batch, searched, strict=True):
+            mine = None if vectors is None or not texts_of else vectors[at:at + len(texts_of)]
+            at += len(texts_of)
+            out.append(AuditProbe.of(resolved.targets,
+                                     frozenset(shared & set(resolved.targets.texts)), mine,
+                                     resolved.known_times))
+        return out
 
     def audit(self, probe: AuditProbe,
               audited: Sequence[tuple[str, Sequence[Residual]]] = ()) -> AuditReport:

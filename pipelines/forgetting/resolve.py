@@ -20,6 +20,7 @@ from memstack.operators.forget import ForgetRequest, Subject, Tombstones
 from memstack.operators.mutations import FactEntry, Mutation
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
+from memstack.pipelines.forgetting.lance_store import id_filter
 from memstack.pipelines.forgetting.lineage import Lineage
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
@@ -98,6 +99,10 @@ def _records(events: DuckDBEventIndex, request: ForgetRequest) -> list[dict[str,
         return []  # fact events make no records
     where, params = _scope_sql(request)
     sql = f"SELECT event_id, tenant, session, subject, tt FROM records WHERE {where}"
+    if request.scope.type == "event":  # the key alone, so DuckDB looks it up in its index
+        sql = ("WITH k AS MATERIALIZED (SELECT event_id, tenant, session, subject, tt FROM "
+               "records WHERE event_id = ?) SELECT * FROM k WHERE tenant = ?")
+        params = [request.scope.event_id or "", request.tenant]
     rows: list[dict[str, Any]] = arrow._dicts(events.query(sql, params))
     return rows
 
@@ -107,8 +112,10 @@ def _memories(vectors: LanceVectorIndex, request: ForgetRequest) -> list[dict[st
     if s.type == "fact":
         return []
     where = f"tenant = {quote(request.tenant)}"
-    field = {"event": "event_id", "session": "session", "subject": "subject"}.get(s.type)
-    if field is not None:
+    if s.type == "event":
+        where += f" AND {id_filter([s.event_id or ''])}"
+    elif s.type in ("session", "subject"):
+        field = s.type
         where += f" AND {field} = {quote(getattr(s, field) or '')}"
     table = vectors.lance_table
     cols = ["event_id", "tenant", "session", "subject", "tt_from"]

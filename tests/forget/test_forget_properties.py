@@ -132,3 +132,46 @@ def assert_nothing_answers(stores: ForgetStores, events: list[LoggedEvent],
             if e.event.event_id in gone and (text := e.event.text()):
                 hits = s.vectors.search_text(text, tenant=tenant, k=20)
                 assert not {h.row.event_id for h in hits} & gone
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_requests_hidden_together_equal_the_same_requests_one_by_one(
+        data: st.DataObject) -> None:
+    """``hide_all`` erases disjoint requests at once and takes an overlapping one after the
+    group before it: the stores, each request's rows deleted and every audit are those of
+    applying the requests one at a time."""
+    events = data.draw(streams())
+    reqs = data.draw(requests(events)) + data.draw(requests(events))
+    enc = HashEncoder()
+    with tempfile.TemporaryDirectory() as tmp:
+        with build(Path(tmp) / "one-by-one", events, enc) as stores:
+            processor = ForgetProcessor(stores, lineage=StaticLineage(events), encoder=enc)
+            alone = [processor.apply(r) for r in reqs]
+            one_by_one = hashes(stores)
+        with build(Path(tmp) / "together", events, enc) as stores:
+            processor = ForgetProcessor(stores, lineage=StaticLineage(events), encoder=enc)
+            together = processor.erase(processor.hide_all(reqs))
+            assert hashes(stores) == one_by_one
+    assert all(o.audit.passed for o in alone + together)
+    assert ([(o.request.request_id, {r.store: r.deleted for r in o.reports}) for o in together]
+            == [(o.request.request_id, {r.store: r.deleted for r in o.reports}) for o in alone])
+
+
+def test_a_text_shared_only_inside_a_batch_is_audited_and_one_a_survivor_says_is_not() -> None:
+    """The audit probes of a batch: the batch's rows all go, so a text that only two of its
+    requests hold is searched for in both audits; one that a surviving row holds too is not."""
+    said = "the harbour key is under the blue pot zq900x"
+    b = builder("a")
+    twice = [logged(b.note("s1", said, occurred_at=at(i)), i) for i in range(2)]
+    survivor = logged(b.note("s2", said, occurred_at=at(2)), 2)
+    enc = HashEncoder()
+    for events, audited in ((twice, (said,)), ([*twice, survivor], ())):
+        reqs = [ForgetRequest(str(uuid7()), "a",
+                              ForgetScope(type="event", event_id=e.event.event_id),
+                              LogPosition(at(9), 1, 9)) for e in twice]
+        with tempfile.TemporaryDirectory() as tmp, build(Path(tmp), events, enc) as stores:
+            processor = ForgetProcessor(stores, lineage=StaticLineage(events), encoder=enc)
+            probes = processor.probes([h.resolved for h in processor.hide_all(reqs)])
+            assert [p.texts for p in probes] == [audited, audited]
+            assert all((p.vectors is not None) == bool(audited) for p in probes)

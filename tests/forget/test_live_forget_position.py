@@ -39,7 +39,7 @@ class DiskFull:
         self.extra: list[object] = []
         self.lineage = None
 
-    def hide(self, request: object) -> None:
+    def hide_all(self, requests: object, exclusive: object) -> None:
         raise OSError(28, "No space left on device")
 
 
