@@ -31,6 +31,11 @@ from tests.consolidation.givens import SMALL
 pytestmark = pytest.mark.slow
 
 WINDOW = 16
+USERS = 360
+"""Users per tenant of the feed (1,800 records): enough that the job takes several rounds
+after the first one that moves every partition (a round can apply hundreds of records: with
+120 users, a CI run finished the job in the round where the last partition first moved, so
+there was no round left in which to lose the node)."""
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +73,7 @@ def _digests(statuses: list[WorkerStatus]) -> dict[str, str]:
 def test_actors_on_both_nodes_and_a_killed_node_resumes_to_the_same_digests(
         ray_cluster: RayCluster, topics: Settings, minilm: MiniLMEncoder,
         centre: torch.Tensor, tmp_path: Path) -> None:
-    produce_fact_feed(topics, minilm, tmp_path / "teacher.duckdb", users=120)
+    produce_fact_feed(topics, minilm, tmp_path / "teacher.duckdb", users=USERS)
     ends = end_offsets(topics.bootstrap, f"{topics.topic_prefix}.consolidation")
     assert sum(ends.values()) > 10 * 2 * WINDOW  # many windows: the job takes many rounds
     nodes = ray_cluster.alive_nodes()
