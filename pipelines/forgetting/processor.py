@@ -43,7 +43,7 @@ from memstack.pipelines.forgetting.lance_store import MAX_SEARCHED_TEXTS
 from memstack.pipelines.forgetting.lineage import KafkaLineage, Lineage
 from memstack.pipelines.forgetting.phases import Phases, write_status
 from memstack.pipelines.forgetting.resolve import Resolved, resolve
-from memstack.pipelines.stores.lance_index import quote
+from memstack.pipelines.forgetting.shared import shared_texts
 
 log = logging.getLogger(__name__)
 
@@ -327,31 +327,6 @@ class ForgetProcessor:
 
 def _forgets_first(store: Forgettable) -> bool:
     return isinstance(store, ForgetsFirst) and store.forgets_first
-
-
-def shared_texts(stores: ForgetStores, texts: Sequence[str], ids: frozenset[str]) -> set[str]:
-    """The texts that some row outside ``ids`` also holds, whole or inside a longer text
-    (their bytes legitimately stay: they are not forgotten content)."""
-    if not texts:
-        return set()
-    wanted, gone = list(texts), sorted(ids)
-    table = stores.duckdb.index.query((
-        "WITH p AS (SELECT unnest(?) AS t), g AS (SELECT unnest(?) AS id), "
-        "s AS (SELECT text AS v FROM records WHERE text IS NOT NULL AND event_id NOT IN "
-        "(SELECT id FROM g) UNION ALL SELECT payload_json FROM records WHERE event_id NOT IN "
-        "(SELECT id FROM g) UNION ALL SELECT object FROM fact_entries WHERE object IS NOT NULL "
-        "AND event_id NOT IN (SELECT id FROM g)) "
-        "SELECT DISTINCT p.t FROM p JOIN s ON contains(s.v, p.t)"), [wanted, gone])
-    shared = {t for t in table.column(0).to_pylist() if t}
-    lance = stores.lance.index.lance_table
-    for i in range(0, len(wanted), 200):
-        chunk = wanted[i:i + 200]
-        where = f"text IN ({', '.join(quote(t) for t in chunk)})"
-        rows = lance.search().where(where).select(["event_id", "text"]).limit(10_000).to_arrow()
-        shared |= {t for t, e in zip(rows.column("text").to_pylist(),
-                                     rows.column("event_id").to_pylist(), strict=True)
-                   if e not in ids}
-    return shared
 
 
 def apply_pending(processor: ForgetProcessor, requests: Sequence[ForgetRequest]) -> list[
