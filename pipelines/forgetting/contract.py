@@ -130,13 +130,18 @@ class TwoPhase(Protocol):
 
 
 @runtime_checkable
-class ForgetsFirst(Protocol):
+class ForgetsFirst(Forgettable, Protocol):
     """A :class:`Forgettable` whose ``forget`` reads rows that other stores erase (the session
     state rebuilds a forgotten event's term from its stored text and log position): the
     processor runs it before them (``forgets_first = True``). Its forget must be idempotent: a
     retry after a crash finds those rows gone and must change nothing more."""
 
     forgets_first: bool
+
+    def forget_all(self, batch: Sequence[Tombstones]) -> list[ForgetReport]:
+        """:meth:`Forgettable.forget` of each request of ``batch`` in order, as if the other
+        stores had erased the earlier ones (they erase the whole batch afterwards)."""
+        ...
 
 
 def files_containing(paths: list[str], probes: list[bytes]) -> dict[str, int]:

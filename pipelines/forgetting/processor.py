@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from memstack.foundation.keystore import KeyStore
 from memstack.operators.forget import ForgetRequest
@@ -178,25 +178,26 @@ class ForgetProcessor:
 
     def _hide_group(self, group: Sequence[tuple[ForgetRequest, Resolved, float]],
                     ) -> list[Hidden]:
-        """Hide resolved requests with disjoint targets: keys destroyed and forgets-first
-        stores forgotten per request (in order), then every two-phase store erases them all
-        at once."""
+        """Hide resolved requests with disjoint targets: their keys destroyed, the
+        forgets-first stores forget them in order (each as if the earlier ones were erased),
+        every two-phase store erases them all at once, then the forgets-first stores are
+        audited (as for a single request: after the erase)."""
         began = time.monotonic()
         destroyed = [self._destroy_keys(request) for request, _, _ in group]
+        batch = [resolved.targets for _, resolved, _ in group]
         reports: list[list[ForgetReport]] = [[] for _ in group]
-        early: list[tuple[tuple[str, tuple[Residual, ...]], ...]] = []
-        for n, (_, resolved, _) in enumerate(group):
-            for store in self._in_order():
-                if _forgets_first(store):
-                    reports[n].append(store.forget(resolved.targets))
-            ids_only = AuditProbe.of(resolved.targets, known_times=resolved.known_times)
-            early.append(tuple((s.name, tuple(s.residuals(ids_only)))
-                               for s in self.forgettables() if _forgets_first(s)))
         for store in self._in_order():
-            if not _forgets_first(store) and isinstance(store, TwoPhase):
-                erased = store.erase_all([resolved.targets for _, resolved, _ in group])
-                for n, deleted in enumerate(erased):
-                    reports[n].append(ForgetReport(store.name, deleted))
+            if _forgets_first(store):
+                done = store.forget_all(batch)
+            elif isinstance(store, TwoPhase):
+                done = [ForgetReport(store.name, d) for d in store.erase_all(batch)]
+            else:
+                continue  # a one-phase store forgets in the physical phase
+            for n, report in enumerate(done):
+                reports[n].append(report)
+        early = [tuple((s.name, tuple(s.residuals(AuditProbe.of(
+            resolved.targets, known_times=resolved.known_times))))
+            for s in self.forgettables() if _forgets_first(s)) for _, resolved, _ in group]
         hide_s = time.monotonic() - began
         out = []
         for n, (request, resolved, resolve_s) in enumerate(group):
@@ -287,7 +288,7 @@ class ForgetProcessor:
     def _in_order(self) -> list[Forgettable]:
         """Stores that read what the others erase (:class:`ForgetsFirst`) first."""
         stores = self.forgettables()
-        first = [s for s in stores if _forgets_first(s)]
+        first: list[Forgettable] = [s for s in stores if _forgets_first(s)]
         return first + [s for s in stores if s not in first]
 
     def probe(self, resolved: Resolved) -> AuditProbe:
@@ -325,7 +326,7 @@ class ForgetProcessor:
         return [] if self.keys is None else destroy_for(self.keys, request)
 
 
-def _forgets_first(store: Forgettable) -> bool:
+def _forgets_first(store: object) -> TypeGuard[ForgetsFirst]:
     return isinstance(store, ForgetsFirst) and store.forgets_first
 
 

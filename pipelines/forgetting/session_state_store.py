@@ -177,11 +177,27 @@ class SessionStateForgetStore:
         return NAME
 
     def forget(self, targets: Tombstones) -> ForgetReport:
+        """:meth:`forget_all` of one request."""
+        return self.forget_all([targets])[0]
+
+    def forget_all(self, batch: Sequence[Tombstones]) -> list[ForgetReport]:
+        """Forget each request of ``batch`` in order, as if the stores had erased the ones
+        before it: the stores still hold their rows until the batch's erase, and those rows
+        must not count as items a later request keeps (the latest kept item sets a session's
+        read time)."""
+        before: set[str] = set()
+        reports = []
+        for targets in batch:
+            before |= targets.event_ids
+            reports.append(self._forget(targets, frozenset(before)))
+        return reports
+
+    def _forget(self, targets: Tombstones, gone_ids: frozenset[str]) -> ForgetReport:
         began = time.monotonic()
         tenant = targets.request.tenant
         gone, unplaced = self.items.of_events(tenant, targets.event_ids)
         kept = [i for i in self.items.of_sessions(tenant, {i.session for i in gone})
-                if i.event_id not in targets.event_ids]
+                if i.event_id not in gone_ids]
         if unplaced:
             log.warning("session state: %d forgotten fact(s) of %s have no session in the "
                         "log; their terms cannot be removed (the audit will show them)",

@@ -107,3 +107,29 @@ def test_divergence_is_infinite_when_counts_differ(tmp_path: Path,
     b.load(events[:1])
     assert math.isinf(divergence(a.states()["acme/s1"], b.states()["acme/s1"]))
     assert divergence(a.states()["acme/s1"], a.states()["acme/s1"]) == 0.0
+
+
+def test_requests_forgotten_together_equal_the_same_requests_one_by_one(
+        tmp_path: Path, encoder: CachingEncoder) -> None:
+    """A group hidden together (``ForgetProcessor.hide_all``): the state forgets every request
+    before the stores erase any. s1's latest item goes first, then the one before it: the
+    second request's read time must fall back past the first's item, which the stores still
+    hold while the state forgets (read as kept, it would put the read time back on it)."""
+    events = memory()
+    first, second = (resolve_events(event_request(events[i], tt), events)
+                     for i, tt in ((2, 100), (1, 101)))
+    sut, together = (SessionStateUnderTest(tmp_path / n, encoder) for n in ("s", "t"))
+    for state in (sut, together):
+        state.load(events)
+    for targets in (first, second):  # one by one: each erased before the next is forgotten
+        sut.store.forget(targets)
+    reports = together.state.forget_all([first, second])
+    for targets in (first, second):
+        together.duckdb.forget(targets)
+        together.lance.store.forget(targets)
+    got, want = together.states()["acme/s1"], sut.states()["acme/s1"]
+    assert got.last_time == want.last_time == events[0].position.log_time.timestamp()
+    assert divergence(got, want) <= 1e-12
+    assert [r.deleted for r in reports] == [{"terms": 1, "sessions": 0}] * 2
+    for targets in (first, second):
+        assert together.state.residuals(AuditProbe.of(targets)) == []
