@@ -152,7 +152,8 @@ class ForgetProcessor:
         disjoint are erased together, one transaction per store (:meth:`TwoPhase.erase_all`).
         A request that overlaps the ones waiting (a later request's fact versions are
         recomputed from what the earlier ones leave) hides them first and is resolved again.
-        Each group is erased inside ``exclusive()``."""
+        Each resolution and each group's erase run inside ``exclusive()`` (one at a time with
+        the eraser's purges, as a single hide did)."""
         out: list[Hidden] = []
         group: list[tuple[ForgetRequest, Resolved, float]] = []
         ids: set[str] = set()
@@ -160,8 +161,9 @@ class ForgetProcessor:
         pending = list(requests)
         while pending:
             began = time.monotonic()
-            resolved = resolve(pending[0], self.stores.duckdb.index, self.stores.lance.index,
-                               self.lineage, self.registry)
+            with exclusive():  # no purge (the eraser's) while it reads the stores
+                resolved = resolve(pending[0], self.stores.duckdb.index,
+                                   self.stores.lance.index, self.lineage, self.registry)
             targets = resolved.targets
             if group and (ids & targets.event_ids or keys & targets.fact_keys):
                 with exclusive():
