@@ -49,10 +49,10 @@ export MEMSTACK_KAFKA_PORT="${MEMSTACK_KAFKA_PORT:-$KPORT}" \
     MEMSTACK_KAFKA_CONTROLLER_PORT="${MEMSTACK_KAFKA_CONTROLLER_PORT:-$KCPORT}"
 { echo "cores $CORES"; uptime; java -version 2>&1 | head -1; } | tee "$OUT/host.txt"
 
-"$PY" -m memstack.jobs.cluster_check replay --events "$EVENTS" --taskmanagers "$TASKMANAGERS" \
+"$PY" -m memstack.jobs.bench.cluster_check replay --events "$EVENTS" --taskmanagers "$TASKMANAGERS" \
     --slots "$SLOTS" --parallelism "$PARALLELISM" >"$OUT/replay.json" 2>"$OUT/replay.log"
 replay_rc=$?
-"$PY" -m memstack.jobs.cluster_check ray --users "$USERS" --workers "$RAY_WORKERS" \
+"$PY" -m memstack.jobs.bench.cluster_check ray --users "$USERS" --workers "$RAY_WORKERS" \
     --actors "$RAY_ACTORS" --cpus 2 --window 256 --dim 2048 --round-s 0.5 \
     >"$OUT/ray.json" 2>"$OUT/ray.log"
 ray_rc=$?

@@ -8,6 +8,7 @@ Ratios are measured side by side in one run, because this machine is shared and 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -24,6 +25,17 @@ from memstack.foundation.errors import MemstackError
 
 class UnknownMeasurementError(MemstackError):
     """No benchmark or evaluation of that name exists."""
+
+
+class LabNotInstalledError(MemstackError):
+    """The benchmarks and evaluations (the lab) are not installed: the wheel leaves them out."""
+
+
+LAB_FROM_A_CHECKOUT = (
+    "the benchmarks and evaluations ship with a checkout of memstack, not with the installed "
+    "package (pip install memstack, light or [server], leaves them out); run them from a "
+    "checkout: git clone <the memstack repository> memstack; cd memstack; make install; "
+    ".venv/bin/memstack {family} {name}")
 
 
 @dataclass
@@ -92,7 +104,14 @@ def json_stdout() -> Iterator[TextIO]:
 
 
 def load(family: str, name: str) -> Callable[..., Result]:
-    """Find ``memstack.jobs.<family>.<name>.run``."""
+    """Find ``memstack.jobs.<family>.<name>.run``.
+
+    The lab (``memstack.jobs.bench`` and ``memstack.jobs.eval``) is only there in a checkout
+    (pyproject.toml's ``[tool.memstack]``): without it, :class:`LabNotInstalledError` says
+    where to run it from. Nothing else in the package imports the lab.
+    """
+    if importlib.util.find_spec(f"memstack.jobs.{family}") is None:
+        raise LabNotInstalledError(LAB_FROM_A_CHECKOUT.format(family=family, name=name))
     module_name = f"memstack.jobs.{family}.{name.replace('-', '_')}"
     try:
         module = importlib.import_module(module_name)
@@ -100,5 +119,8 @@ def load(family: str, name: str) -> Callable[..., Result]:
         if exc.name == module_name:
             raise UnknownMeasurementError(f"no {family} named '{name}'") from exc
         raise
-    run: Callable[..., Result] = module.run
-    return run
+    run = getattr(module, "run", None)
+    if not callable(run):  # a helper module of the family (a workload, a data loader)
+        raise UnknownMeasurementError(f"no {family} named '{name}' ({module_name} is a helper)")
+    measure: Callable[..., Result] = run
+    return measure

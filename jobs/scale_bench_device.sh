@@ -30,7 +30,7 @@ if ! "$PY" -c 'import memstack.jobs.bench.scale' 2>"$OUT/import.log"; then
     exit 2
 fi
 uptime >"$OUT/load.txt"
-# `bench scale` starts a loopback broker itself when none answers (jobs/broker_env.py).
+# `bench scale` starts a loopback broker itself when none answers (jobs/bench/broker_env.py).
 "$PY" -m memstack.cli bench scale $MODE --json >"$OUT/bench.json" 2>"$OUT/bench.log"
 rc=$?
 uptime >>"$OUT/load.txt"

@@ -13,6 +13,11 @@
                  ``memstack.integrations``
   4 jobs         ``jobs``
   5 facade       ``memstack.cli`` and the root package's lazy exports
+
+- the product never imports the lab (``pyproject.toml``'s ``[tool.memstack] lab``: the
+  benchmarks and evaluations, which the wheel leaves out): only the lab imports the lab. The
+  ``bench`` and ``eval`` commands reach it by name at run time (``memstack.jobs.measure.load``,
+  an ``importlib`` call this graph does not see), and say to use a checkout when it is absent.
 """
 
 from __future__ import annotations
@@ -173,3 +178,40 @@ def test_an_upward_import_is_found() -> None:
     g = {"memstack.pipelines.live": {"memstack.server.app", "memstack.foundation.errors"},
          "memstack.server.app": {"memstack.pipelines.live"}}
     assert upward(g) == ["memstack.pipelines.live -> memstack.server.app"]
+
+
+def lab() -> tuple[str, ...]:
+    """The lab's packages (benchmarks, evaluations): in a checkout, never in the wheel."""
+    names: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
+        "memstack"]["lab"]
+    return tuple(names)
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(f"{p}.") for p in packages)
+
+
+def into_the_lab(g: dict[str, set[str]], packages: tuple[str, ...]) -> list[str]:
+    """The imports of ``g`` from a module outside ``packages`` into one of them."""
+    return sorted(f"{m} -> {d}" for m, deps in g.items() if not _in(m, packages)
+                  for d in deps if _in(d, packages))
+
+
+def test_the_lab_is_in_the_graph() -> None:
+    g = graph()
+    for package in lab():
+        assert package in g, f"{package} (pyproject.toml's lab) is no package"
+
+
+def test_only_the_lab_imports_the_lab() -> None:
+    assert into_the_lab(graph(), lab()) == []
+
+
+def test_an_import_into_the_lab_is_found() -> None:
+    """The check above can fail: a command importing a benchmark is found; the lab importing
+    itself and the product is not."""
+    g = {"memstack.jobs.commands.query": {"memstack.jobs.bench.query", "memstack.view"},
+         "memstack.jobs.eval.forget": {"memstack.jobs.bench.broker_env", "memstack.client"},
+         "memstack.jobs.bench.query": {"memstack.jobs.measure"}}
+    assert into_the_lab(g, ("memstack.jobs.bench", "memstack.jobs.eval")) == [
+        "memstack.jobs.commands.query -> memstack.jobs.bench.query"]

@@ -40,7 +40,7 @@ from memstack.infra.broker import KafkaBroker
 from memstack.infra.local_security import LocalSecurity
 from memstack.infra.net import admin_client, free_port_pair
 from memstack.infra.topics import ensure_topics
-from memstack.jobs.broker_env import broker_for
+from memstack.jobs.bench.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.schemas.events import Event
 from memstack.schemas.ids import uuid7

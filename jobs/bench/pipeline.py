@@ -42,8 +42,8 @@ import numpy as np
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
+from memstack.jobs.bench.broker_env import scratch_deployment
 from memstack.jobs.bench.workload import mix, texts_of
-from memstack.jobs.broker_env import scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.log_reader import LogRecord

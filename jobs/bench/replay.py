@@ -43,9 +43,9 @@ from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.sealing import open_record
 from memstack.foundation.settings import Settings
+from memstack.jobs.bench.broker_env import broker_for
 from memstack.jobs.bench.pipeline import Timed
 from memstack.jobs.bench.workload import conversation
-from memstack.jobs.broker_env import broker_for
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.log_reader import read_bounded
 from memstack.schemas.events import TEXT_KINDS, Event

@@ -46,8 +46,8 @@ from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.infra.topics import ensure_topics
+from memstack.jobs.bench.broker_env import delete_topics, scratch_deployment
 from memstack.jobs.bench.scale_workload import scale_log
-from memstack.jobs.broker_env import delete_topics, scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.schemas.events import Event
 from memstack.server.router.fanout import Coverage, Fanout

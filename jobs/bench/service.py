@@ -36,7 +36,7 @@ import httpx
 import numpy as np
 
 from memstack.foundation.settings import Settings
-from memstack.jobs.broker_env import scratch_deployment
+from memstack.jobs.bench.broker_env import scratch_deployment
 from memstack.jobs.measure import Report, Result
 from memstack.schemas.ids import uuid7
 

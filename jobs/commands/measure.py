@@ -1,4 +1,8 @@
-"""``memstack bench NAME`` and ``memstack eval NAME``."""
+"""``memstack bench NAME`` and ``memstack eval NAME``.
+
+The commands are always there; the benchmarks and evaluations they run (the lab) only in a
+checkout: an installed wheel answers with where to get them (memstack.jobs.measure.load).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ from memstack.jobs.measure import Report, UnknownMeasurementError, json_stdout, 
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    for family, help_text in (("bench", "run a benchmark"), ("eval", "run an evaluation")):
+    for family, help_text in (("bench", "run a benchmark (from a checkout)"),
+                              ("eval", "run an evaluation (from a checkout)")):
         p = sub.add_parser(family, help=help_text)
         p.add_argument("name", help=f"the {family} to run (a module in memstack.jobs.{family})")
         p.add_argument("--quick", action="store_true", help="a smaller run of the same shape")

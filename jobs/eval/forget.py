@@ -39,7 +39,7 @@ import numpy as np
 from memstack.client import MemoryClient
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
-from memstack.jobs.broker_env import broker_for
+from memstack.jobs.bench.broker_env import broker_for
 from memstack.jobs.eval.forget_oracle import CleanBuild, event_id_of, forgotten_by
 from memstack.jobs.eval.forget_scopes import (
     GeneratorError,

@@ -66,7 +66,7 @@ def ingested(events: Sequence[Event], name: str, report: Report,
              encoder: Encoder | None = None) -> Iterator[Ingested]:
     """Emit ``events`` to a fresh topic set, rebuild stores from the log, yield them read-only."""
     from memstack.infra.net import admin_client
-    from memstack.jobs.broker_env import broker_for
+    from memstack.jobs.bench.broker_env import broker_for
     from memstack.pipelines.rebuild import rebuild
 
     settings = Settings.from_env().with_(topic_prefix=f"eval-{name}-{uuid.uuid4().hex[:8]}")

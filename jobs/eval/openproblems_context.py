@@ -60,7 +60,7 @@ def stores_from_log(events: Sequence[Event], encoder: Encoder, report: Report
                     ) -> Iterator[Stores]:
     """Emit ``events`` to fresh topics, rebuild stores from the log, yield them read-only."""
     from memstack.infra.net import admin_client, free_port_pair
-    from memstack.jobs.broker_env import broker_for
+    from memstack.jobs.bench.broker_env import broker_for
     from memstack.pipelines.rebuild import rebuild
 
     with tempfile.TemporaryDirectory(prefix="memstack-op-") as tmp:

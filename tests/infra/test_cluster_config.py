@@ -98,7 +98,7 @@ def test_ray_temp_dirs_leave_room_for_its_socket_paths(tmp_path: Path) -> None:
 
 
 def test_the_crash_waits_for_a_round_that_moved_every_partition_before_the_last() -> None:
-    from memstack.jobs.cluster_check import moved_everywhere
+    from memstack.jobs.bench.cluster_check import moved_everywhere
 
     line = "offsets {0: 32, 2: 16, 1: 0} of {0: 170, 1: 240, 2: 190}; 3 live item(s)"
     assert not moved_everywhere(line)

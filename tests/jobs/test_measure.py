@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from memstack.jobs.measure import Result
 
@@ -65,3 +68,46 @@ def test_seed_and_rounds_only_for_measurements_that_take_them() -> None:
     args = argparse.Namespace(name="stale", quick=True, seed=3, rounds=None)
     with pytest.raises(UnknownMeasurementError, match="takes no --seed"):
         _runner("eval")(args)
+
+
+def test_bench_help_from_a_checkout() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for family in ("bench", "eval"):
+        done = subprocess.run([sys.executable, "-m", "memstack.cli", family, "--help"],
+                              capture_output=True, text=True, env=env, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "--quick" in done.stdout
+
+
+def test_a_helper_module_is_no_measurement() -> None:
+    from memstack.jobs.measure import UnknownMeasurementError, load
+
+    with pytest.raises(UnknownMeasurementError, match="is a helper"):
+        load("bench", "workload")
+    with pytest.raises(UnknownMeasurementError, match="no eval named 'nothing'"):
+        load("eval", "nothing")
+
+
+def test_without_the_lab_bench_and_eval_say_to_use_a_checkout(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An installed wheel has no memstack.jobs.bench/eval (tests/test_layout.py builds one):
+    the commands still parse, and answer with where the lab is, exit status 2, no traceback."""
+    from memstack import cli
+    from memstack.jobs.measure import LabNotInstalledError, load
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> object:
+        if name in ("memstack.jobs.bench", "memstack.jobs.eval"):
+            return None
+        return real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(LabNotInstalledError, match="ship with a checkout"):
+        load("bench", "forget")
+    for family in ("bench", "eval"):
+        assert cli.main([family, "forget", "--quick", "--json"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("memstack: error: the benchmarks and evaluations ship with a "
+                              "checkout")
+        assert "make install" in err and f".venv/bin/memstack {family} forget" in err

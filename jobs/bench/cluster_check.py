@@ -1,4 +1,5 @@
-"""``python -m memstack.jobs.cluster_check replay|ray [options]``: the two cluster runs, measured.
+"""``python -m memstack.jobs.bench.cluster_check replay|ray [options]``: the two cluster runs,
+measured (a lab tool: it runs from a checkout, like the benchmarks).
 
 - ``replay``: one log, replayed on the local mini-cluster and on a standalone Flink cluster of
   ``--taskmanagers`` TaskManagers (``--slots`` each) at the same ``--parallelism``; the two
@@ -9,7 +10,8 @@
   process group) after the first round and started again; the learners' digests must be equal.
 
 Both print exactly one JSON line on stdout (logs on stderr). They start their own broker unless
-one answers at ``MEMSTACK_BOOTSTRAP`` (:func:`memstack.jobs.broker_env.scratch_deployment`).
+one answers at ``MEMSTACK_BOOTSTRAP``
+(:func:`memstack.jobs.bench.broker_env.scratch_deployment`).
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ def _crasher(cluster: Any, lines: list[str], crash: bool) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memstack.jobs.cluster_check",
+    parser = argparse.ArgumentParser(prog="python -m memstack.jobs.bench.cluster_check",
                                      description=__doc__)
     sub = parser.add_subparsers(dest="check", required=True)
     r = sub.add_parser("replay")
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from tempfile import TemporaryDirectory
 
-    from memstack.jobs.broker_env import scratch_deployment
+    from memstack.jobs.bench.broker_env import scratch_deployment
 
     base = Settings.from_env()
     with scratch_deployment(base) as settings, TemporaryDirectory(prefix="memstack-cc-") as tmp:

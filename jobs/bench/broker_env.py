@@ -1,4 +1,8 @@
-"""A broker for benchmarks and evaluations: reuse a running one, or start one for the run."""
+"""A broker for benchmarks and evaluations: reuse a running one, or start one for the run.
+
+It lives with the benchmarks because only the lab uses it (the evaluations and
+``cluster_check`` import it from here); the wheel ships none of it (pyproject.toml).
+"""
 
 from __future__ import annotations
 
