@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.log_coordinates import Position
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import (
     RunOptions,
@@ -37,7 +38,6 @@ from memstack.jobs.run import (
 )
 from memstack.jobs.service_file import service_file
 from memstack.jobs.service_switch import attach_switcher
-from memstack.pipelines.service.position import Position
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -206,18 +206,17 @@ def _hook(live: LiveApp, feed: ChangeFeed, watch: AppliedWatch,
 def _stored_lookup(base: StoreProjector, gate: Any, started: datetime) -> Any:
     """Look an event id up in the stores only when it was made before the service started
     (a retry across a restart); ids made later were seen by this process's writer."""
-    from memstack.pipelines.service.writes import WrittenEvent
+    from memstack.foundation.log_coordinates import Written
     from memstack.schemas.ids import uuid7_millis
 
     horizon = int((started + timedelta(seconds=5)).timestamp() * 1000)
 
-    def lookup(event_id: str) -> WrittenEvent | None:
+    def lookup(event_id: str) -> Written | None:
         if uuid7_millis(event_id) > horizon:
             return None
         with gate.reading():
             row = base.stores.events.record(event_id)
-        return None if row is None else WrittenEvent(row.event_id, row.partition, row.offset,
-                                                     row.tt)
+        return None if row is None else Written(row.event_id, row.partition, row.offset, row.tt)
     return lookup
 
 

@@ -23,7 +23,7 @@ from memstack.foundation.builders import (
     EventBuilder,
     EventHelpers,
     LogEncoder,
-    LogRecord,
+    OutgoingRecord,
     checked_all,
 )
 from memstack.foundation.keystore import KeyStore
@@ -74,7 +74,7 @@ class AsyncMemoryClient(EventHelpers[Coroutine[Any, Any, Written]]):
             return [await self._acknowledged(r.event.event_id, a)
                     for r, a in zip(records, acks, strict=True)]
 
-    async def _submit(self, record: LogRecord) -> asyncio.Future[Any]:
+    async def _submit(self, record: OutgoingRecord) -> asyncio.Future[Any]:
         """Hand one record to the producer; the future settles with its acknowledgement.
 
         Before a forget request, every record sent so far is flushed, so the request covers it

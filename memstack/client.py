@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
@@ -25,6 +24,7 @@ from memstack.foundation.errors import (
 from memstack.foundation.kafka_connect import check_connection, client_options, explain
 from memstack.foundation.kafka_security import KafkaSecurity
 from memstack.foundation.keystore import KeyStore
+from memstack.foundation.log_coordinates import Written as Written
 from memstack.foundation.settings import Settings
 from memstack.foundation.telemetry import maybe, memory_tracer
 from memstack.schemas.events import Event, EventKind
@@ -49,17 +49,6 @@ class EmitDeniedError(EmitError, KafkaAuthorizationError):
     """An ACL does not let this client's principal write the event's topic."""
 
 
-@dataclass(frozen=True)
-class Written:
-    """Where the log put an event: its partition, offset and log (append) time."""
-
-    event_id: str
-    topic: str
-    partition: int
-    offset: int
-    log_time: datetime
-
-
 class PendingEmit:
     """A sent event whose acknowledgement may still be in flight."""
 
@@ -79,8 +68,8 @@ class PendingEmit:
 
 def written_of(event_id: str, meta: Any) -> Written:
     """A ``Written`` from kafka-python's record metadata (log append time in ms)."""
-    return Written(event_id, meta.topic, meta.partition, meta.offset,
-                   datetime.fromtimestamp(meta.timestamp / 1000, UTC))
+    return Written(event_id, meta.partition, meta.offset,
+                   datetime.fromtimestamp(meta.timestamp / 1000, UTC), meta.topic)
 
 
 def not_acknowledged(event_id: str, exc: BaseException,

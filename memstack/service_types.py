@@ -8,12 +8,12 @@ every :class:`ServiceError` carries the status and the service's ``detail``.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.log_coordinates import Written
 
 
 class ServiceError(MemstackError):
@@ -127,13 +127,10 @@ class _Answer(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
 
-class EventWritten(_Answer):
-    """Where the log put one event; ``log_time`` is its transaction time."""
-
-    event_id: str
-    partition: int
-    offset: int
-    log_time: datetime
+EventWritten = Written
+"""Where the log put one event (the same receipt the Kafka clients return; ``log_time`` is its
+transaction time); the public name of :class:`memstack.foundation.log_coordinates.Written`
+in the HTTP client's answers."""
 
 
 class WriteReceipt(_Answer):
@@ -142,7 +139,7 @@ class WriteReceipt(_Answer):
     Pass the receipt (or its ``position``) as ``after=`` to a read to see the write in it.
     """
 
-    written: tuple[EventWritten, ...]
+    written: tuple[Written, ...]
     position: str
 
     @property

@@ -2,38 +2,14 @@
 
 Transaction time comes from the log, never from an operator's clock: the broker's append time
 (``LogAppendTime``) with the partition and offset as tie-break. A replay therefore computes the
-same rows as the live pipeline.
+same rows as the live pipeline. The types themselves are defined once, with every other log
+coordinate, in :mod:`memstack.foundation.log_coordinates`; they are re-exported here for the
+operators and their callers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from memstack.foundation.log_coordinates import LoggedEvent as LoggedEvent
+from memstack.foundation.log_coordinates import LogPosition as LogPosition
 
-from memstack.schemas.events import Event
-
-
-@dataclass(frozen=True, order=True)
-class LogPosition:
-    """Where an event sits in ``memstack.events``; orders events in transaction time.
-
-    Ordering is by ``(log_time, partition, offset)``: broker append time first, the position as
-    a deterministic tie-break between partitions that share a millisecond.
-    """
-
-    log_time: datetime
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True)
-class LoggedEvent:
-    """An event as read back from the log: the event and where the log put it."""
-
-    event: Event
-    position: LogPosition
-
-    @property
-    def tt(self) -> LogPosition:
-        """Transaction time of this event (its log position)."""
-        return self.position
+__all__ = ["LogPosition", "LoggedEvent"]

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from memstack.foundation.log_coordinates import next_offset, raise_to
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
 from memstack.pipelines.fault_hooks import injected_batch_delay
 from memstack.pipelines.log_reader import LogRecord
@@ -179,8 +180,8 @@ class LiveProcessor:
             committing = time.perf_counter()
             await self._on_store(self._projector.commit, plan)
             times = BatchTimes(committing - started, time.perf_counter() - committing)
-            for partition, offset in plan.next_offsets.items():
-                self._next[partition] = max(self._next.get(partition, 0), offset)
+            for partition, next_ in plan.next_offsets.items():
+                raise_to(self._next, partition, next_)
         for observe in self.observers:
             observe(plan, times)
         self.stats.applied += len(plan.events)
@@ -208,7 +209,7 @@ class LiveProcessor:
             if offset > expected and not await self._gap_is_real(partition, expected, offset):
                 return kept
             kept.append(record)
-            expected = max(expected, offset + 1)
+            expected = max(expected, next_offset(offset))
         return kept
 
     async def _gap_is_real(self, partition: int, expected: int, offset: int) -> bool:

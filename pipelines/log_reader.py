@@ -11,7 +11,6 @@ import time
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,24 +19,14 @@ from kafka.errors import AuthorizationError
 
 from memstack.foundation.errors import KafkaAuthorizationError, MemstackError
 from memstack.foundation.kafka_connect import client_options, explain
-from memstack.operators.log import LogPosition
+from memstack.foundation.log_coordinates import LogPosition
+from memstack.foundation.log_coordinates import LogRecord as LogRecord
 
 log = logging.getLogger(__name__)
 
 
 class TopicMissingError(MemstackError):
     """The topic does not exist. Create topics with `memstack infra up`."""
-
-
-@dataclass(frozen=True)
-class LogRecord:
-    """One record as the log holds it: key, raw value bytes and position."""
-
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    position: LogPosition
-    timestamp_type: int
 
 
 def open_consumer(bootstrap: str, **overrides: object) -> KafkaConsumer:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memstack.foundation.keystore import KeyStore
+from memstack.foundation.log_coordinates import advance, raise_to
 from memstack.foundation.sealing import Shredded, open_record
 from memstack.operators.index import FACT_KINDS, IndexOperator
 from memstack.operators.log import LoggedEvent
@@ -111,7 +112,7 @@ class StoreProjector:
             ):
                 continue
             seen.add((pos.partition, pos.offset))
-            next_offsets[pos.partition] = max(next_offsets.get(pos.partition, 0), pos.offset + 1)
+            advance(next_offsets, pos.partition, pos.offset)
             try:
                 event = open_record(record.value or b"null", self._keys)
             except InvalidEventError as exc:
@@ -152,8 +153,8 @@ class StoreProjector:
 
     def advance(self, next_offsets: dict[int, int]) -> None:
         """The applied offsets move on after a committed batch (the commit path's step 7)."""
-        for partition, offset in next_offsets.items():
-            self._applied[partition] = max(self._applied.get(partition, 0), offset)
+        for partition, next_ in next_offsets.items():
+            raise_to(self._applied, partition, next_)
 
     def close(self) -> None:
         """Releases nothing: the caller owns the stores (and closes them)."""

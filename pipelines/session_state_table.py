@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from memstack.foundation.log_coordinates import advance
 from memstack.operators.log import LoggedEvent
 from memstack.operators.session_state import StateConfig, _projection
 from memstack.operators.state_arena import SessionSums, StateArena, Terms
@@ -243,8 +244,7 @@ class SessionStateUpdater:
             for logged in fresh:  # marks move for every event, with or without an item
                 key, pos = key_of(logged.event), logged.position
                 marks = self.arena.marks[self._slot(key)]
-                marks[f"p{pos.partition}"] = max(marks.get(f"p{pos.partition}", 0),
-                                                 pos.offset + 1)
+                advance(marks, f"p{pos.partition}", pos.offset)
                 touched[key] = pos.partition
             cut = {key: snapshot_slot(self.arena, self._slot(key)) for key in touched}
             snapshots.update((key, (touched[key], snap)) for key, snap in cut.items())

@@ -25,11 +25,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memstack.foundation.log_coordinates import LogCut
 from memstack.schemas.events import format_time
 from memstack.schemas.rows import TIME
-
-Cut = tuple[tuple[int, int], ...]
-"""A log cut: ``((partition, next_offset), ...)``."""
 
 
 @dataclass(frozen=True)
@@ -72,13 +70,13 @@ class InCut:
 
     partition: str
     offset: str
-    cut: Cut
+    cut: LogCut
 
 
 Clause = AtMost | OpenAfter | InCut
 
 
-Known = datetime | Cut | None
+Known = datetime | LogCut | None
 """A time, a cut, or None: the valid half alone (for callers that state known time their own
 way, e.g. fact versions known at a log position)."""
 
@@ -93,7 +91,7 @@ def clauses(valid: datetime, known: Known, cols: Columns = INTERVALS) -> list[Cl
         if cols.tt_to is not None:
             out.append(OpenAfter(cols.tt_to, known))
     else:
-        out.append(InCut(cols.partition, cols.offset, tuple(sorted(known))))
+        out.append(InCut(cols.partition, cols.offset, known))
     return out
 
 
@@ -134,7 +132,7 @@ def lance_time(value: datetime) -> str:
 
 
 def _cut_sql(c: InCut, partition: str, offset: str) -> str:
-    parts = [f"({partition} = {p} AND {offset} < {o})" for p, o in c.cut if o > 0]
+    parts = [f"({partition} = {p} AND {offset} < {o})" for p, o in c.cut.offsets if o > 0]
     return "(" + " OR ".join(parts) + ")" if parts else "false"
 
 
@@ -151,7 +149,7 @@ def arrow_mask(table: pa.Table, valid: datetime, known: Known,
                                 pc.greater(column, pa.scalar(c.value, TIME)))
         else:
             term = pa.chunked_array([pa.array([False] * table.num_rows, pa.bool_())])
-            for partition, offset in c.cut:
+            for partition, offset in c.cut.offsets:
                 term = pc.or_(term, pc.and_(pc.equal(table[c.partition], partition),
                                             pc.less(table[c.offset], offset)))
         mask = pc.and_(mask, pc.fill_null(term, False))
@@ -172,7 +170,7 @@ def matcher(valid: datetime, known: Known,
                 end = row[c.column]
                 if end is not None and not end > c.value:
                     return False
-            elif not row[c.offset] < dict(c.cut).get(row[c.partition], 0):
+            elif not c.cut.knows(row[c.partition], row[c.offset]):
                 return False
         return True
 

@@ -163,7 +163,7 @@ def checked_all(events: Sequence[Event | dict[str, Any]]) -> list[Event]:
 
 
 @dataclass(frozen=True)
-class LogRecord:
+class OutgoingRecord:
     """What the log gets for one event: the topic, the key (tenant/session) and the bytes."""
 
     event: Event
@@ -192,15 +192,15 @@ class LogEncoder:
             keys = FileKeyStore(settings.keys_dir)
         self.keys = keys
 
-    def encode(self, event: Event | dict[str, Any]) -> LogRecord:
+    def encode(self, event: Event | dict[str, Any]) -> OutgoingRecord:
         event = checked(event)
         if event.kind is EventKind.FORGET_REQUESTED:
             if self.keys is not None and isinstance(event.payload, ForgetRequestedPayload):
                 rotate_before_request(self.keys, event.tenant, event.payload.scope)
-            return LogRecord(event, self.settings.forget_topic, event.key, event.to_json())
+            return OutgoingRecord(event, self.settings.forget_topic, event.key, event.to_json())
         if self.keys is None:
-            return LogRecord(event, self.settings.events_topic, event.key, event.to_json())
+            return OutgoingRecord(event, self.settings.events_topic, event.key, event.to_json())
         from memstack.foundation.sealing import seal_record  # cryptography: only when sealing
 
-        return LogRecord(event, self.settings.events_topic, event.key,
-                         seal_record(event, self.keys))
+        return OutgoingRecord(event, self.settings.events_topic, event.key,
+                              seal_record(event, self.keys))

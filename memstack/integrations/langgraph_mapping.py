@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.log_coordinates import Position
 
 PREFIX = "lg"
 NO_LABEL = "-"
@@ -163,11 +164,4 @@ def namespace_matches(namespace: tuple[str, ...], match_type: str,
 
 def merge_positions(a: str | None, b: str | None) -> str | None:
     """Two position tokens as one (the larger next offset per partition; docs/service.md)."""
-    if not a or not b:
-        return a or b
-    best: dict[str, int] = {}
-    for token in (a, b):
-        for part in token.split("."):
-            name, _, offset = part.rpartition("-")
-            best[name] = max(best.get(name, 0), int(offset))
-    return ".".join(f"{name}-{offset}" for name, offset in sorted(best.items()))
+    return Position.merge_tokens(a, b)

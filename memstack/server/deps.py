@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Depends, HTTPException, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.foundation.log_coordinates import InvalidPositionError, Position
 from memstack.server.api_keys import Grant
 from memstack.server.problems import invalid
 from memstack.view.memory_view import MemoryView

@@ -159,8 +159,8 @@ def internal(exc: BaseException) -> ProblemError:
 
 def memstack_problems() -> dict[type[Exception], Callable[[Any], ProblemError]]:
     """memstack's error classes, each onto its problem (most specific class first)."""
+    from memstack.foundation.log_coordinates import InvalidPositionError
     from memstack.pipelines.service.changes import FeedGoneError
-    from memstack.pipelines.service.position import InvalidPositionError
     from memstack.pipelines.service.watch import ServiceDrainingError, StoresBehindError
     from memstack.pipelines.service.writes import WriteRejectedError
     from memstack.pipelines.stores.errors import StoreError

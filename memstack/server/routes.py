@@ -14,21 +14,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from memstack.foundation.log_coordinates import InvalidPositionError, Position, WrittenOut
 from memstack.pipelines.service.live import LiveService
-from memstack.pipelines.service.position import InvalidPositionError, Position
 from memstack.pipelines.service.writes import parse_events
 from memstack.server.api_keys import Grant
 from memstack.server.deps import MAX_NAME, MAX_TOKEN, Tenant, authorized
 from memstack.server.problems import ProblemError, invalid, problem_responses
 
 log = logging.getLogger(__name__)
-
-
-class WrittenOut(BaseModel):
-    event_id: str
-    partition: int
-    offset: int
-    log_time: str
 
 
 class WriteAnswer(BaseModel):
@@ -112,7 +105,7 @@ def add_service_routes(app: FastAPI) -> None:
                               service.limits)
         request.state.memstack_kinds = [str(e.kind) for e in events]  # for the write's span
         written = await run_in_threadpool(service.writer.write, events)
-        position = Position(events=_next_offsets((w.partition, w.offset) for w in written))
+        position = Position.after_events(written)
         return {"written": [w.to_json() for w in written], "position": position.token}
 
     @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"],
@@ -157,9 +150,3 @@ def add_service_routes(app: FastAPI) -> None:
         return StreamingResponse(feed.follow(tenant, since), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
-
-def _next_offsets(pairs: Any) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for partition, offset in pairs:
-        out[partition] = max(out.get(partition, 0), offset + 1)
-    return out

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memstack.pipelines.service.position import Position
+from memstack.foundation.log_coordinates import Position
 from memstack.pipelines.service.watch import StoresBehindError
 from memstack.view.errors import InvalidQueryError
 

@@ -18,7 +18,6 @@ from typing import Protocol
 import pyarrow as pa
 
 from memstack.schemas import asof as rule
-from memstack.schemas.asof import Cut
 from memstack.view.errors import InvalidAsOfError
 from memstack.view.types import AsOf, Known, LogCut
 
@@ -102,10 +101,10 @@ def resolve(valid: datetime | str | None = None,
     return AsOf(vt, tt)
 
 
-def known_of(as_of: AsOf) -> datetime | Cut:
+def known_of(as_of: AsOf) -> datetime | LogCut:
     """The transaction coordinate in the rule's terms: a time (default now) or a cut."""
     cut = as_of.known_cut
-    return cut.offsets if cut is not None else (as_of.known_time or now())
+    return cut if cut is not None else (as_of.known_time or now())
 
 
 def memory_predicate(as_of: AsOf) -> str:

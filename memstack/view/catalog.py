@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from memstack.foundation.log_coordinates import LoggedAt
 from memstack.operators.mutations import FactVersion, MemoryRow, RecordRow
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.duckdb_schema import q
@@ -52,15 +53,6 @@ class SubjectsAnswer:
     """The tenant's first transaction time (fact entries and records), None when empty."""
     known_to: datetime | None
     truncated: bool = False
-
-
-@dataclass(frozen=True)
-class LoggedAt:
-    """Where an event sits in the log: partition, offset and the broker's append time."""
-
-    partition: int
-    offset: int
-    log_time: datetime
 
 
 @dataclass(frozen=True)

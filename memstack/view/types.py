@@ -9,11 +9,11 @@ serialise them with pydantic (times as RFC 3339 in UTC).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from memstack.foundation.log_coordinates import LogCut as LogCut
 from memstack.operators.mutations import FactVersion, MemoryRow, RecordRow
 
 Fact = FactVersion
@@ -21,35 +21,6 @@ Record = RecordRow
 Memory = MemoryRow
 
 SearchMode = Literal["hybrid", "bm25", "vector"]
-
-
-@dataclass(frozen=True)
-class LogCut:
-    """A transaction time given as a log position: per partition, the next offset.
-
-    ``{0: 120, 1: 98}`` means "the events at offsets < 120 of partition 0 and < 98 of
-    partition 1 are known"; a partition that is not named is not known at all. This is the form
-    of the stores' applied offsets, so a query can be repeated exactly later.
-    """
-
-    offsets: tuple[tuple[int, int], ...]
-
-    @classmethod
-    def of(cls, offsets: Mapping[int, int]) -> LogCut:
-        for partition, offset in offsets.items():
-            if partition < 0 or offset < 0:
-                raise ValueError(f"log position {partition}:{offset} must be non-negative")
-        return cls(tuple(sorted((int(p), int(o)) for p, o in offsets.items())))
-
-    def as_dict(self) -> dict[int, int]:
-        return dict(self.offsets)
-
-    def knows(self, partition: int, offset: int) -> bool:
-        """Whether the event at ``partition``/``offset`` is inside the cut."""
-        return offset < self.as_dict().get(partition, 0)
-
-    def __str__(self) -> str:
-        return ",".join(f"{p}:{o}" for p, o in self.offsets)
 
 
 Known = datetime | LogCut

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import torch
 from kafka import TopicPartition
 
+from memstack.foundation.log_coordinates import next_offset
 from memstack.operators.consolidation import LearnerConfig, RidgeLearner
 from memstack.pipelines.consolidation.bank import LearnerBank
 from memstack.pipelines.consolidation.checkpoints import CheckpointStore, group_name
@@ -172,7 +173,7 @@ class ConsolidationWorker:
                 self.bad += 1
                 log.warning("feed %d@%d: %s (skipped)", partition, m.offset, exc)
         done = self.bank.apply(records, partition)
-        self.offsets[partition] = messages[-1].offset + 1
+        self.offsets[partition] = next_offset(messages[-1].offset)
         self.feed_log_time = max(self.feed_log_time, messages[-1].timestamp / 1000.0)
         self.applied += done.written + done.removed
         self.skipped += done.skipped

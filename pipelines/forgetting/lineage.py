@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memstack.foundation.keystore import KeyStore
+from memstack.foundation.log_coordinates import next_offset
 from memstack.foundation.sealing import Shredded, open_sealed
 from memstack.operators.forget import ForgetRequest, Subject
 from memstack.operators.log import LoggedEvent, LogPosition
@@ -176,7 +177,7 @@ class KafkaLineage:
             if request.covers(known.subject, known.position.log_time):
                 wanted[known.position.partition].add(known.position.offset)
         start = {p: min(offsets) for p, offsets in wanted.items()}
-        stop = {p: max(offsets) + 1 for p, offsets in wanted.items()}
+        stop = {p: next_offset(max(offsets)) for p, offsets in wanted.items()}
         out = []
         with self._lock:
             for record in self._reader.read(start, stop):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from memstack.foundation.log_coordinates import advance
 from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
@@ -162,8 +163,7 @@ class LiveForgetting:
                     self.audited(outcome)
         for record in records:
             pos = record.position
-            self.next_offsets[pos.partition] = max(self.next_offsets.get(pos.partition, 0),
-                                                   pos.offset + 1)
+            advance(self.next_offsets, pos.partition, pos.offset)
         return out
 
     def audited(self, outcome: ForgetOutcome) -> None:
@@ -214,6 +214,5 @@ def pending_offsets(bootstrap: str, forget_topic: str, directory: Path) -> dict[
     for record in read_bounded(bootstrap, forget_topic):
         request = parse_request(record)
         if request is not None and request.request_id not in done:
-            pos = record.position
-            pending[pos.partition] = max(pending.get(pos.partition, 0), pos.offset + 1)
+            advance(pending, record.position.partition, record.position.offset)
     return pending

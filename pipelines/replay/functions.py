@@ -32,6 +32,7 @@ from typing import Any
 from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
 
 from memstack.foundation.keystore import FileKeyStore, KeyStore
+from memstack.foundation.log_coordinates import advance, raise_to
 from memstack.foundation.sealing import Shredded, open_record
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.log_reader import LogRecord
@@ -245,7 +246,7 @@ class CommitStage(KeyedProcessFunction):  # type: ignore[misc]
             c.dead_letters += len(plan.dead_letters)
             c.batches += 1
             for p, o in plan.next_offsets.items():
-                c.positions[p] = max(c.positions.get(p, 0), o)
+                raise_to(c.positions, p, o)
         return Progress(dict(c.positions), c.applied, c.forgotten, c.dead_letters, c.batches,
                         first_at=max(c.first_at, c.ready_at), at=time.time())
 
@@ -256,8 +257,7 @@ class CommitStage(KeyedProcessFunction):  # type: ignore[misc]
         plan = self.projector.prepare([i.record for i in kept])
         offsets = dict(plan.next_offsets)
         for i in items:  # forgotten records still move the offsets past them
-            p, o = i.record.position.partition, i.record.position.offset
-            offsets[p] = max(offsets.get(p, 0), o + 1)
+            advance(offsets, i.record.position.partition, i.record.position.offset)
         vectors = upstream_vectors(kept) if self.config.embed_upstream else {}
         return replace(plan, next_offsets=offsets, vectors=vectors)
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.log_coordinates import Position
 from memstack.operators.mutations import Mutation, PutFactVersion, PutRecord
-from memstack.pipelines.service.position import Position
 
 DEFAULT_CAPACITY = 20_000
 HEARTBEAT_S = 15.0

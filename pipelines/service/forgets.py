@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.log_coordinates import Position
 from memstack.operators.forget import ForgetRequest
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE
 from memstack.pipelines.forgetting.phases import read_status
-from memstack.pipelines.service.position import Position
 from memstack.pipelines.service.writes import WriteRejectedError
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.events import Event
@@ -62,7 +62,7 @@ class ForgetDesk:
         except InvalidEventError as exc:
             raise WriteRejectedError(422, f"{exc.field}: {exc.rule}") from exc
         written = self._emitter.emit(event).get(timeout=timeout_s)
-        position = Position(forgets={written.partition: written.offset + 1})
+        position = Position.after_forgets([written])
         with self._lock:
             self._posted[event.event_id] = tenant
         return {"request_id": event.event_id, "position": position.token,

@@ -23,19 +23,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
+
+from memstack.foundation.log_coordinates import HasOffset, advance
 
 STUCK_AFTER_S = 30.0
 UNASSIGNED_AFTER_S = 15.0
 READY_MAX_LAG = 1000
-
-
-class Acknowledged(Protocol):
-    @property
-    def partition(self) -> int: ...
-
-    @property
-    def offset(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -91,13 +85,12 @@ class ServiceHealth:
         self.started = False
         """Set once the API listens."""
 
-    def acknowledged(self, written: Iterable[Acknowledged]) -> None:
+    def acknowledged(self, written: Iterable[HasOffset]) -> None:
         """The writer's acknowledged records (call after each write)."""
         now = self._clock()
         with self._lock:
             for w in written:
-                if w.offset + 1 > self._acked.get(w.partition, 0):
-                    self._acked[w.partition] = w.offset + 1
+                advance(self._acked, w.partition, w.offset)
                 self._waiting.setdefault(w.partition, now)
 
     def report(self) -> HealthReport:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from memstack.foundation.errors import MemstackError
-from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.foundation.log_coordinates import InvalidPositionError, Position
 
 
 class StoresBehindError(MemstackError):

@@ -20,12 +20,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 from memstack.foundation.errors import MemstackError
+from memstack.foundation.log_coordinates import Written
 from memstack.schemas.errors import InvalidEventError
-from memstack.schemas.events import Event, EventKind, decode_json, format_time, validate_event
+from memstack.schemas.events import Event, EventKind, decode_json, validate_event
 
 log = logging.getLogger(__name__)
 
@@ -61,25 +61,13 @@ class WriteLimits:
     max_bytes: int = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class WrittenEvent:
-    event_id: str
-    partition: int
-    offset: int
-    log_time: datetime
-
-    def to_json(self) -> dict[str, Any]:
-        return {"event_id": self.event_id, "partition": self.partition, "offset": self.offset,
-                "log_time": format_time(self.log_time)}
-
-
 class Producer(Protocol):
     """What the writer needs of :class:`memstack.client.MemoryClient`."""
 
     def emit(self, event: Event | dict[str, Any]) -> Any: ...
 
 
-Lookup = Callable[[str], WrittenEvent | None]
+Lookup = Callable[[str], Written | None]
 """Where the stores hold an event id (None: not applied, or not a record)."""
 
 
@@ -162,7 +150,7 @@ class EventWriter:
 
     def __init__(self, producer: Producer, topic: str, lookup: Lookup | None = None,
                  remembered: int = REMEMBERED,
-                 on_written: Callable[[list[WrittenEvent]], None] | None = None) -> None:
+                 on_written: Callable[[list[Written]], None] | None = None) -> None:
         self._producer = producer
         self._topic = topic
         self._lookup = lookup
@@ -170,9 +158,9 @@ class EventWriter:
         self._on_written = on_written
         """Told every acknowledged write (the service's health check)."""
         self._lock = threading.Lock()
-        self._known: OrderedDict[str, tuple[bytes, Future[WrittenEvent]]] = OrderedDict()
+        self._known: OrderedDict[str, tuple[bytes, Future[Written]]] = OrderedDict()
 
-    def write(self, events: Sequence[Event], timeout_s: float = 30.0) -> list[WrittenEvent]:
+    def write(self, events: Sequence[Event], timeout_s: float = 30.0) -> list[Written]:
         """Produce the events not written before and wait for every acknowledgement (blocking).
 
         Raises :class:`WriteRejectedError` 409 (nothing sent) when an id was written with
@@ -186,19 +174,19 @@ class EventWriter:
                 _settle(sent, future, timeout_s)
         return _receipts(events, [future for future, _ in claims], timeout_s, self._on_written)
 
-    def _claim_all(self, events: Sequence[Event]) -> list[tuple[Future[WrittenEvent], bool]]:
+    def _claim_all(self, events: Sequence[Event]) -> list[tuple[Future[Written], bool]]:
         """Each event's future and whether this call must produce it; 409 before any claim."""
         prints = [_fingerprint(event) for event in events]
         with self._lock:
             _refuse_conflicts(events, prints, self._known)
-            claims: list[tuple[Future[WrittenEvent], bool]] = []
+            claims: list[tuple[Future[Written], bool]] = []
             for event, print_ in zip(events, prints, strict=True):
                 known = self._known.get(event.event_id)
                 if known is not None and not _failed(known[1]):
                     self._known.move_to_end(event.event_id)
                     claims.append((known[1], False))
                     continue
-                future: Future[WrittenEvent] = Future()
+                future: Future[Written] = Future()
                 self._known[event.event_id] = (print_, future)
                 claims.append((future, True))
             while len(self._known) > self._remembered:
@@ -206,7 +194,7 @@ class EventWriter:
         return claims
 
     def _send(self, events: Sequence[Event],
-              claims: list[tuple[Future[WrittenEvent], bool]]) -> list[Any]:
+              claims: list[tuple[Future[Written], bool]]) -> list[Any]:
         """Produce the claimed events in order; after a failed send, none of the rest."""
         pending: list[Any] = []
         failure: BaseException | None = None
@@ -236,12 +224,12 @@ def _fingerprint(event: Event) -> bytes:
     return hashlib.sha256(event.to_json()).digest()
 
 
-def _failed(future: Future[WrittenEvent]) -> bool:
+def _failed(future: Future[Written]) -> bool:
     return future.done() and future.exception() is not None
 
 
 def _refuse_conflicts(events: Sequence[Event], prints: Sequence[bytes],
-                      known: Mapping[str, tuple[bytes, Future[WrittenEvent]]]) -> None:
+                      known: Mapping[str, tuple[bytes, Future[Written]]]) -> None:
     """409 naming the first event whose id was written (or is in this request) with another
     payload."""
     seen: dict[str, bytes] = {}
@@ -256,13 +244,13 @@ def _refuse_conflicts(events: Sequence[Event], prints: Sequence[bytes],
                 field=f"events[{index}].event_id", event_id=event.event_id)
 
 
-def _receipts(events: Sequence[Event], futures: Sequence[Future[WrittenEvent]],
+def _receipts(events: Sequence[Event], futures: Sequence[Future[Written]],
               timeout_s: float,
-              on_written: Callable[[list[WrittenEvent]], None] | None = None,
-              ) -> list[WrittenEvent]:
+              on_written: Callable[[list[Written]], None] | None = None,
+              ) -> list[Written]:
     """Every event's receipt, or 503 listing what was and was not written; ``on_written`` is
     told the acknowledged ones either way."""
-    written: list[WrittenEvent] = []
+    written: list[Written] = []
     missing: list[dict[str, str]] = []
     for event, future in zip(events, futures, strict=True):
         try:
@@ -280,10 +268,10 @@ def _receipts(events: Sequence[Event], futures: Sequence[Future[WrittenEvent]],
     return written
 
 
-def _settle(pending: Any, future: Future[WrittenEvent], timeout_s: float) -> None:
+def _settle(pending: Any, future: Future[Written], timeout_s: float) -> None:
     try:
         written = pending.get(timeout=timeout_s)
-        future.set_result(WrittenEvent(written.event_id, written.partition, written.offset,
-                                       written.log_time))
+        future.set_result(Written(written.event_id, written.partition, written.offset,
+                                  written.log_time))
     except BaseException as exc:
         future.set_exception(exc)

@@ -16,6 +16,7 @@ import lancedb
 import pyarrow as pa
 import pytest
 
+from memstack.foundation.log_coordinates import LogCut
 from memstack.schemas import asof
 from memstack.schemas.rows import TIME
 
@@ -52,8 +53,8 @@ def _queries(rng: random.Random) -> list[tuple[datetime, asof.Known]]:
         elif rng.random() < 0.5:
             known = rng.choice(GRID) + rng.choice([timedelta(0), timedelta(minutes=30)])
         else:
-            known = tuple((p, rng.randrange(0, 25)) for p in sorted(rng.sample(range(4),
-                                                                                rng.randrange(4))))
+            known = LogCut.of({p: rng.randrange(0, 25)
+                               for p in rng.sample(range(4), rng.randrange(4))})
         out.append((valid, known))
     return out
 
@@ -89,5 +90,5 @@ def test_the_boundaries_are_inclusive_from_and_exclusive_to() -> None:
     row = {"vt_from": t0, "vt_to": t1, "tt_from": t0, "tt_to": t1, "partition": 0, "offset": 4}
     assert asof.visible(row, t0, t0)
     assert not asof.visible(row, t1, t0) and not asof.visible(row, t0, t1)
-    assert asof.visible(row, t0, ((0, 5),)) and not asof.visible(row, t0, ((0, 4),))
-    assert not asof.visible(row, t0, ((1, 99),)) and not asof.visible(row, t0, ())
+    assert asof.visible(row, t0, LogCut.of({0: 5})) and not asof.visible(row, t0, LogCut.of({0: 4}))
+    assert not asof.visible(row, t0, LogCut.of({1: 99})) and not asof.visible(row, t0, LogCut())

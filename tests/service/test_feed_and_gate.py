@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from memstack.foundation.log_coordinates import Position
 from memstack.pipelines.service.changes import ChangeFeed, FeedGoneError
 from memstack.pipelines.service.gate import ReadWriteGate
-from memstack.pipelines.service.position import Position
 from memstack.pipelines.service.watch import AppliedWatch, StoresBehindError
 
 

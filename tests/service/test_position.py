@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.foundation.log_coordinates import InvalidPositionError, Position
 
 offsets = st.dictionaries(st.integers(0, 63), st.integers(0, 10**12), max_size=6)
 

@@ -90,10 +90,9 @@ def test_ids_from_before_a_restart_are_looked_up_in_the_stores() -> None:
 
     def lookup(event_id: str) -> Any:
         s = stored.get(event_id)
-        from memstack.pipelines.service.writes import WrittenEvent
+        from memstack.foundation.log_coordinates import Written
 
-        return None if s is None else WrittenEvent(s.event_id, s.partition, s.offset,
-                                                   s.log_time)
+        return None if s is None else Written(s.event_id, s.partition, s.offset, s.log_time)
 
     written = EventWriter(producer, "t.events", lookup=lookup).write(events)
     assert producer.sent == [] and (written[0].partition, written[0].offset) == (2, 41)

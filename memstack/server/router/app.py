@@ -15,7 +15,7 @@ from typing import Annotated, Any, cast
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
 
-from memstack.pipelines.service.position import InvalidPositionError, Position
+from memstack.foundation.log_coordinates import InvalidPositionError, Position
 from memstack.server.api_keys import ApiKeys, Grant
 from memstack.server.deps import (
     MAX_NAME,

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from memstack.foundation.errors import MemstackError
-from memstack.pipelines.service.position import Position
+from memstack.foundation.log_coordinates import Position
 
 log = logging.getLogger(__name__)
 
