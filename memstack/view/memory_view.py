@@ -13,7 +13,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
     from memstack.view.recall import RecallAnswer, RecallReader
+    from memstack.view.search import Ranking
     from memstack.view.state import SessionStateReader, SessionStateView
 
 log = logging.getLogger(__name__)
@@ -202,12 +202,17 @@ class AsOfView:
 
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
                session: str | None = None, subject: str | None = None,
-               mode: SearchMode = "hybrid") -> list[SearchHit]:
-        """Hybrid (BM25 + vector, fused by RRF) search over the rows that answer as of.
+               mode: SearchMode = "hybrid", ranking: Ranking | None = None
+               ) -> list[SearchHit]:
+        """Hybrid search over the rows that answer as of: the query's focus, BM25 and vector
+        candidates fused by RRF, then the neighbours' shares (:mod:`memstack.view.search`;
+        ``ranking`` sets those stages, default :data:`~memstack.view.search.RANKING`).
 
-        Each retriever returns slim candidates (id, tenant, the as-of columns); the full rows
-        are read for the fused top ``k`` only.
+        Each retriever returns slim candidates (id, tenant, session, the as-of columns); the
+        full rows are read for the final top ``k`` only.
         """
+        from memstack.view.search import RANKING, focused, own_table, with_neighbours
+
         if k < 1:
             raise InvalidQueryError(f"k={k} must be at least 1")
         if not text.strip():
@@ -215,22 +220,32 @@ class AsOfView:
         scope = self._scope_clauses(kinds, session, subject)
         n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
         vectors = self.memory.stores.vectors
+        stages = ranking or RANKING
+        query = focused(self, text, scope, stages.common_share) if mode == "hybrid" else text
         text_leg: Future[pa.Table] | None = None
         if mode != "vector":  # BM25 in a worker while this thread encodes and runs the ANN leg
-            words = _fts_text(text)
+            words = _fts_text(query)
             text_leg = _legs().submit(self._leg, lambda m, w: vectors.text_candidates(
                 words, tenant=self.tenant, k=m, where=w), n, scope)
         try:
             by_vector: pa.Table | None = None
             if mode != "bm25":
-                vector = self.memory.encoder.encode([text])[0]
+                vector = self.memory.encoder.encode([query])[0]
                 by_vector = self._leg(lambda m, w: vectors.vector_candidates(
                     vector, tenant=self.tenant, k=m, where=w), n, scope)
         finally:
             by_text = None if text_leg is None else text_leg.result()
-        fused = fuse(self._candidates(by_text), self._candidates(by_vector), k)
-        at = {m: r for t in (by_text, by_vector) if t is not None
+        legs = [t for t in (by_text, by_vector) if t is not None]
+        for table in legs:
+            own_table(table, self.tenant, "search")
+        fused = fuse(self._candidates(by_text), self._candidates(by_vector), 2 * n)
+        at = {m: r for t in legs
               for m, r in zip(t["memory_id"].to_pylist(), t["_rowid"].to_pylist(), strict=True)}
+        if mode == "hybrid":
+            fused, around = with_neighbours(self, fused, legs, scope, k,
+                                            stages.neighbour_weight)
+            at.update(around)
+        fused = fused[:k]
         ids = [f.memory_id for f in fused]
         rows = {r.memory_id: r for r in _own(vectors.rows_at([at[m] for m in ids], ids),
                                              self.tenant, "search")}
@@ -238,11 +253,9 @@ class AsOfView:
                 if f.memory_id in rows]  # a row deleted between the legs and the read is gone
 
     def _candidates(self, table: pa.Table | None) -> list[Candidate]:
-        """The leg's rows as fusion candidates, after checking that all are this tenant's."""
+        """The leg's rows as fusion candidates (their tenant checked by the caller)."""
         if table is None:
             return []
-        _own((_Tenant(t) for t in table.column("tenant").unique().to_pylist()), self.tenant,
-             "search")
         return [Candidate(m, float(s)) for m, s in zip(table.column("memory_id").to_pylist(),
                                                       table.column("score").to_pylist(),
                                                       strict=True)]
@@ -312,11 +325,6 @@ class AsOfView:
 _Leg = Callable[[int, str | None], pa.Table]
 """One retriever: (how many, LanceDB where clause or None) -> candidates, best first
 (:data:`~memstack.pipelines.stores.lance_index.CANDIDATE_COLUMNS` and ``score``)."""
-
-
-@dataclass(frozen=True)
-class _Tenant:
-    tenant: str
 
 
 _LEGS: list[ThreadPoolExecutor] = []

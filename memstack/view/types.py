@@ -57,11 +57,13 @@ class AsOfInfo:
 
 @dataclass(frozen=True)
 class ScoreParts:
-    """How a hit was ranked: each retriever's rank and raw score, and the fused score.
+    """How a hit was ranked: each retriever's rank and raw score, and the final score.
 
     Ranks are 1-based; ``None`` when that retriever did not return the row among its
-    candidates. ``fused`` is the weighted reciprocal-rank-fusion score
-    ``sum(weight / (rrf_k + rank))`` (see :mod:`memstack.view.fusion`).
+    candidates. ``fused`` is the score the hits are ordered by: the weighted
+    reciprocal-rank-fusion score ``sum(weight / (rrf_k + rank))`` (see
+    :mod:`memstack.view.fusion`) plus ``neighbours``, the share of the scores of the rows around
+    it (see :mod:`memstack.view.neighbours`; 0 for a single retriever's search).
     """
 
     fused: float
@@ -69,6 +71,7 @@ class ScoreParts:
     bm25_score: float | None = None
     vector_rank: int | None = None
     vector_distance: float | None = None
+    neighbours: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,15 @@ class VectorIndex(Protocol):
         """The tenant's top ``k`` rows by BM25, as a table of candidate columns and ``score``."""
         ...
 
+    def texts(self, *, tenant: str, where: str | None = None, limit: int = 1000) -> list[str]:
+        """Up to ``limit`` texts of the tenant's rows under ``where`` (a sample, unranked)."""
+        ...
+
+    def placed(self, *, tenant: str, where: str | None = None, limit: int = 1000) -> pa.Table:
+        """Up to ``limit`` of the tenant's rows under ``where``: candidate columns, ``session``
+        and ``_rowid``, unranked."""
+        ...
+
     def count(self) -> int: ...
 
     def search_vector(

@@ -38,11 +38,12 @@ from memstack.schemas.rows import EMBEDDING_DIM, PRIMARY_KEYS, memories_schema
 
 log = logging.getLogger(__name__)
 
-CANDIDATE_COLUMNS = ("memory_id", "tenant", "vt_from", "vt_to", "tt_from", "tt_to", "partition",
-                     "offset")
+CANDIDATE_COLUMNS = ("memory_id", "tenant", "session", "vt_from", "vt_to", "tt_from", "tt_to",
+                     "partition", "offset")
 """What a search candidate carries (:meth:`LanceVectorIndex.text_candidates`): its id, its
-tenant, and the columns of the as-of predicate, with ``_rowid`` and ``score``; full rows are
-read for the final hits only (:meth:`LanceVectorIndex.rows_at`)."""
+tenant, its session (where its neighbours are), and the columns of the as-of predicate, with
+``_rowid`` and ``score``; full rows are read for the final hits only
+(:meth:`LanceVectorIndex.rows_at`)."""
 
 
 def quote(value: str) -> str:
@@ -272,6 +273,24 @@ class LanceVectorIndex(IndexMaintenance):
         the tenant is kept (ranked across tenants or prefiltered) is
         :class:`~memstack.pipelines.stores.lance_text.TenantTextSearch`'s choice."""
         return self._matching(query, tenant, k, where, CANDIDATE_COLUMNS)
+
+    def texts(self, *, tenant: str, where: str | None = None, limit: int = 1000) -> list[str]:
+        """Up to ``limit`` texts of the tenant's rows under ``where``, in storage order (a
+        sample for statistics such as a search's common terms; no ranking, no as-of)."""
+        with translated("texts", self._dir):
+            found = (self._table.search().where(self._filter(tenant, where), prefilter=True)
+                     .select(["text"]).limit(limit).to_arrow())
+        return [str(t) for t in found.column("text").to_pylist()]
+
+    def placed(self, *, tenant: str, where: str | None = None, limit: int = 1000) -> pa.Table:
+        """Up to ``limit`` of the tenant's rows under ``where`` as :data:`CANDIDATE_COLUMNS`
+        with ``_rowid``, unranked (a search's neighbour rows)."""
+        with translated("placed", self._dir):
+            found: pa.Table = (self._table.search()
+                               .where(self._filter(tenant, where), prefilter=True)
+                               .select(list(CANDIDATE_COLUMNS)).with_row_id(True)
+                               .limit(limit).to_arrow())
+        return found
 
     def _nearest(self, vector: Vectors, tenant: str, k: int, where: str | None,
                  columns: Sequence[str]) -> pa.Table:

@@ -124,7 +124,7 @@ def test_search_hits_carry_provenance_and_score_parts(acme: MemoryView) -> None:
         assert parts.vector_rank is not None and parts.vector_distance is not None
         expected = sum(w / (RRF_K + r) for w, r in ((BM25_WEIGHT, parts.bm25_rank),
                                                     (VECTOR_WEIGHT, parts.vector_rank)) if r)
-        assert parts.fused == pytest.approx(expected)
+        assert parts.fused == pytest.approx(expected + parts.neighbours)
     bm25 = acme.search("Faro", 5, mode="bm25")
     assert bm25[0].memory.text == "Ana had lived in Faro since mid-January"
     assert bm25[0].score.vector_rank is None and bm25[0].score.bm25_score

@@ -61,7 +61,7 @@ def test_history_search_records_context(client: TestClient) -> None:
                valid="2024-02-15", known="2025-02-20", kind="note")["hits"]
     assert [h["memory"]["text"] for h in hits] == ["Ana moved to Porto"]
     assert set(hits[0]["score"]) == {"fused", "bm25_rank", "bm25_score", "vector_rank",
-                                     "vector_distance"}
+                                     "vector_distance", "neighbours"}
     records = get(client, "/v1/tenants/acme/records", session="s1", known="0:4")["records"]
     assert [r["offset"] for r in records] == [1, 3]
     context = get(client, "/v1/tenants/acme/context", text="Where does Ana live?",

@@ -1,0 +1,139 @@
+"""How a hybrid search ranks: focus the query, run both retrievers, fuse, spread to neighbours.
+
+1. **Focus** (:mod:`memstack.view.focus`): the terms common in the searched scope leave the
+   query both retrievers see.
+2. **Retrieve**: BM25 and the vector index each return their top candidates that answer as of
+   (``AsOfView._leg``), BM25 in a worker while this thread encodes the query.
+3. **Fuse** (:mod:`memstack.view.fusion`): weighted reciprocal rank fusion of the two lists.
+4. **Neighbours** (:mod:`memstack.view.neighbours`): the rows around the best fused
+   candidates (same session, within the window in valid time, under the same scope and
+   as-of predicate) are read, and every row takes a share of its neighbours' scores.
+
+``mode="bm25"`` and ``mode="vector"`` run one retriever on the query as given, with neither
+focus nor neighbours: they are the baselines the hybrid ranking is measured against.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from memstack.pipelines.stores.lance_index import quote
+from memstack.schemas import asof as rule
+from memstack.view import asof as A
+from memstack.view.errors import TenantScopeError
+from memstack.view.focus import COMMON_SHARE, ScopeTerms, focus
+from memstack.view.fusion import Fused
+from memstack.view.neighbours import NEIGHBOUR_WEIGHT, WINDOW, Placed, spread
+from memstack.view.types import ScoreParts
+
+if TYPE_CHECKING:
+    from memstack.pipelines.stores.base import VectorIndex
+    from memstack.view.memory_view import AsOfView
+
+@dataclass(frozen=True)
+class Ranking:
+    """The stages of a hybrid search after fusion: ``common_share`` is the share of the
+    scope's rows above which a term leaves the query (None: the query whole);
+    ``neighbour_weight`` the share of its neighbours' scores a row takes (0: none).
+    :data:`RANKING` is the default; :data:`FUSED_ONLY` is plain fusion of the two legs."""
+
+    common_share: float | None = COMMON_SHARE
+    neighbour_weight: float = NEIGHBOUR_WEIGHT
+
+
+RANKING = Ranking()
+FUSED_ONLY = Ranking(common_share=None, neighbour_weight=0.0)
+
+AROUND_FACTOR = 2
+"""Neighbours are read around the best ``AROUND_FACTOR * k`` fused candidates."""
+AROUND_ROWS = 1000
+"""At most this many neighbour rows are read for one search."""
+
+_TERMS: weakref.WeakKeyDictionary[VectorIndex, ScopeTerms] = weakref.WeakKeyDictionary()
+
+
+def focused(view: AsOfView, text: str, scope: Sequence[str], share: float | None) -> str:
+    """``text`` less the terms in more than ``share`` of the scope's rows (term shares cached
+    per store and scope); ``text`` itself when ``share`` is None."""
+    if share is None:
+        return text
+    vectors = view.memory.stores.vectors
+    terms = _TERMS.get(vectors)
+    if terms is None:
+        terms = _TERMS.setdefault(vectors, ScopeTerms())
+    where = " AND ".join(scope) or None
+    shares = terms.shares(f"{view.tenant}\0{where}", lambda n: vectors.texts(
+        tenant=view.tenant, where=where, limit=n))
+    return focus(text, shares, share)
+
+
+def own_table(table: pa.Table, tenant: str, what: str) -> None:
+    """Raise unless every row of ``table`` (a ``tenant`` column) is ``tenant``'s."""
+    foreign = sorted(t for t in table.column("tenant").unique().to_pylist() if t != tenant)
+    if foreign:
+        raise TenantScopeError(
+            f"{what} for tenant {tenant!r} returned rows of {foreign}; nothing was returned. "
+            "This is a store bug: report it with the query")
+
+
+def with_neighbours(view: AsOfView, fused: list[Fused], legs: Sequence[pa.Table | None],
+                    scope: Sequence[str], k: int, weight: float
+                    ) -> tuple[list[Fused], dict[str, int]]:
+    """``fused`` re-scored with the neighbours' shares and re-ordered; also the ``_rowid`` of
+    every neighbour row read (to read the final rows by)."""
+    places = _places(legs)
+    if weight <= 0.0:
+        return fused, {}
+    around = [places[f.memory_id] for f in fused[: AROUND_FACTOR * k] if f.memory_id in places]
+    if not around:
+        return fused, {}
+    table = _neighbour_rows(view, around, scope)
+    rows: dict[str, Placed] = dict(places)
+    row_ids: dict[str, int] = {}
+    for place, rowid in zip(_placed(table), table.column("_rowid").to_pylist(), strict=True):
+        rows.setdefault(place.memory_id, place)
+        row_ids[place.memory_id] = int(rowid)
+    own = {f.memory_id: f.score.fused for f in fused}
+    scores = spread(own, list(rows.values()), weight=weight)
+    parts = {f.memory_id: f.score for f in fused}
+    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    out = []
+    for rank, (memory_id, score) in enumerate(ordered, start=1):
+        base = parts.get(memory_id, ScoreParts(0.0))
+        out.append(Fused(rank, memory_id, replace(base, fused=score,
+                                                  neighbours=score - base.fused)))
+    return out, row_ids
+
+
+def _neighbour_rows(view: AsOfView, around: Sequence[Placed], scope: Sequence[str]) -> pa.Table:
+    spans = " OR ".join(
+        f"(session = {quote(p.session)} AND vt_from >= {rule.lance_time(p.at - WINDOW)} "
+        f"AND vt_from <= {rule.lance_time(p.at + WINDOW)})" for p in around)
+    where = " AND ".join([*scope, f"({spans})"])
+    table = view.memory.stores.vectors.placed(tenant=view.tenant, where=where,
+                                              limit=AROUND_ROWS)
+    own_table(table, view.tenant, "search")
+    return table.filter(A.memory_mask(table, view.as_of))
+
+
+def _places(legs: Sequence[pa.Table | None]) -> dict[str, Placed]:
+    out: dict[str, Placed] = {}
+    for table in legs:
+        if table is not None:
+            out.update((p.memory_id, p) for p in _placed(table))
+    return out
+
+
+def _placed(table: pa.Table) -> list[Placed]:
+    columns = [table.column(c).to_pylist() for c in ("memory_id", "session", "vt_from")]
+    return [Placed(str(m), str(s), _aware(t)) for m, s, t in zip(*columns, strict=True)]
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

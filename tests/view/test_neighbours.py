@@ -1,0 +1,49 @@
+"""Neighbour context: each row takes a share of the scores around it (pure logic)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memstack.view.neighbours import NEAR_DECAY, NEIGHBOUR_WEIGHT, WINDOW, Placed, spread
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _turns(session: str, n: int, gap: timedelta = timedelta(seconds=30),
+           start: datetime = T0) -> list[Placed]:
+    return [Placed(f"{session}-{i}", session, start + i * gap) for i in range(n)]
+
+
+def test_the_turn_after_a_match_joins_with_a_share_of_its_score() -> None:
+    rows = _turns("s", 5)
+    out = spread({"s-2": 1.0}, rows)
+    assert out["s-2"] == pytest.approx(1.0)
+    assert out["s-1"] == out["s-3"] == pytest.approx(NEIGHBOUR_WEIGHT)
+    assert out["s-0"] == out["s-4"] == pytest.approx(NEIGHBOUR_WEIGHT * NEAR_DECAY)
+
+
+def test_scores_add_up_from_both_sides() -> None:
+    rows = _turns("s", 3)
+    out = spread({"s-0": 1.0, "s-2": 2.0}, rows)
+    assert out["s-1"] == pytest.approx(NEIGHBOUR_WEIGHT * 3.0)
+    assert out["s-0"] == pytest.approx(1.0 + NEIGHBOUR_WEIGHT * NEAR_DECAY * 2.0)
+
+
+def test_no_share_across_sessions_or_a_gap_longer_than_the_window() -> None:
+    rows = [*_turns("a", 2), *_turns("b", 2)]
+    rows.append(Placed("a-late", "a", T0 + timedelta(seconds=30) + WINDOW + timedelta(seconds=1)))
+    out = spread({"a-1": 1.0}, rows)
+    assert out["a-0"] == pytest.approx(NEIGHBOUR_WEIGHT)
+    assert "b-0" not in out and "b-1" not in out
+    assert "a-late" not in out
+
+
+def test_order_is_by_valid_time_not_by_input_order() -> None:
+    rows = list(reversed(_turns("s", 3)))
+    assert spread({"s-0": 1.0}, rows)["s-1"] == pytest.approx(NEIGHBOUR_WEIGHT)
+
+
+def test_rows_not_placed_keep_their_score() -> None:
+    assert spread({"elsewhere": 0.7}, _turns("s", 2)) == {"elsewhere": 0.7}
