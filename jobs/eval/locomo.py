@@ -4,10 +4,14 @@ Every conversation goes THROUGH KAFKA as one session of tenant ``locomo``: each 
 (``"Speaker: text [shares an image: caption]"``, occurred at its session date + 30 s per turn),
 each session observation a note (subject = the speaker, at the session date). The stores are
 then built from the log by the rebuild (the same projector as the live pipeline). For every
-question, ``search(question, k=10, kinds=["message"], session=<conversation>)`` runs three
-ways in the same run: hybrid (BM25 + vector, RRF), BM25 only and vector only. recall@k is the
-fraction of the question's evidence turns among the top k, averaged over questions with
-evidence. ``_with_notes`` searches every kind and credits a note with the turns it cites.
+question, ``search(question, k=10, kinds=["message"], session=<conversation>)`` runs in the
+same run: hybrid (the product's ranking: focus, BM25 + vector fused by RRF, neighbours), BM25
+only and vector only (the baselines), and hybrid under every ranking of the tuning grid
+(:mod:`memstack.jobs.eval.locomo_tuning`: the ablation of the ranking's stages and
+``recall@k_hybrid_heldout``, every choice made without the conversation it is scored on).
+recall@k is the fraction of the question's evidence turns among the top k, averaged over
+questions with evidence. ``_with_notes`` searches every kind and credits a note with the turns
+it cites.
 
 The audit errata (``locomo-audit``) are reported both ways: ``_errata_excluded`` drops the
 audited questions, ``_errata_corrected`` scores them against the audit's corrected evidence.
@@ -40,17 +44,20 @@ from memstack.jobs.eval.locomo_data import (
     errata,
     load,
 )
+from memstack.jobs.eval.locomo_tuning import ABLATION, GRID, best, leave_one_out, name
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.embedding import Encoder, shared_encoder
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
 from memstack.view import MemoryView, SearchMode
+from memstack.view.search import RANKING
 
 log = logging.getLogger(__name__)
 
 TENANT = "locomo"
 MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
 KS = (5, 10)
+CONTEXT_BUDGET = 2000
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,12 @@ Retrieved = dict[tuple[str, str], list[tuple[str, ...]]]
 
 
 def retrieve(view: MemoryView, convs: Sequence[Conversation], cites: dict[str, tuple[str, ...]],
-             report: Report) -> Retrieved:
+             report: Report, turns: frozenset[str] = frozenset()) -> Retrieved:
+    """Every question searched: hybrid under every ranking of the tuning grid (``hybrid`` is
+    the product's default ranking), each single leg, hybrid over every kind, and its
+    ``context()`` under :data:`CONTEXT_BUDGET` tokens (``context``: the turns among its items,
+    ``turns`` being the ids of the turns' events; ``context_with_notes``: notes credited with
+    the turns they cite)."""
     out: Retrieved = {}
     at = view.as_of()
     done = 0
@@ -121,24 +133,46 @@ def retrieve(view: MemoryView, convs: Sequence[Conversation], cites: dict[str, t
         for q in conv.questions:
             if not q.evidence:
                 continue
-            for mode in MODES:
+            for ranking in GRID:
+                hits = at.search(q.question, 10, kinds=["message"], session=conv.sample_id,
+                                 ranking=ranking)
+                out[(q.qid, name(ranking))] = [cites[h.event_id] for h in hits]
+            out[(q.qid, "hybrid")] = out[(q.qid, name(RANKING))]
+            for mode in MODES[1:]:
                 hits = at.search(q.question, 10, kinds=["message"], session=conv.sample_id,
                                  mode=mode)
                 out[(q.qid, mode)] = [cites[h.event_id] for h in hits]
             hits = at.search(q.question, 10, session=conv.sample_id)
             out[(q.qid, "with_notes")] = [cites[h.event_id] for h in hits]
+            context = at.context(q.question, CONTEXT_BUDGET, session=conv.sample_id)
+            out[(q.qid, "context")] = [cites[i.event_id] for i in context.items
+                                       if i.event_id in cites and i.event_id in turns]
+            out[(q.qid, "context_with_notes")] = [cites[i.event_id] for i in context.items
+                                                  if i.event_id in cites]
             done += 1
         report("searched %d questions (%s done)", done, conv.sample_id)
     return out
 
 
-def recall(questions: Sequence[Question], got: Retrieved, mode: str, k: int) -> float:
-    """Mean over questions of |evidence turns among the top k hits| / |evidence turns|."""
-    scores = []
+def all_found(questions: Sequence[Question], got: Retrieved, mode: str) -> float:
+    """The share of questions whose evidence turns are all among the items of ``mode``."""
+    whole = [set(q.evidence) <= set().union(*got[(q.qid, mode)]) for q in questions]
+    return float(np.mean(whole)) if whole else float("nan")
+
+
+def scores(questions: Sequence[Question], got: Retrieved, mode: str, k: int) -> list[float]:
+    """Per question: |evidence turns among the top k hits| / |evidence turns|."""
+    out = []
     for q in questions:
         found: set[str] = set().union(*got[(q.qid, mode)][:k])
-        scores.append(len(found & set(q.evidence)) / len(set(q.evidence)))
-    return float(np.mean(scores)) if scores else float("nan")
+        out.append(len(found & set(q.evidence)) / len(set(q.evidence)))
+    return out
+
+
+def recall(questions: Sequence[Question], got: Retrieved, mode: str, k: int) -> float:
+    """Mean over questions of |evidence turns among the top k hits| / |evidence turns|."""
+    found = scores(questions, got, mode, k)
+    return float(np.mean(found)) if found else float("nan")
 
 
 def figures(convs: Sequence[Conversation], got: Retrieved, report: Report) -> dict[str, float]:
@@ -162,6 +196,10 @@ def figures(convs: Sequence[Conversation], got: Retrieved, report: Report) -> di
             out[f"recall@10_{mode}_cat{cat}"] = recall(by_cat[cat], got, mode, 10)
         out[f"questions_cat{cat}"] = float(len(by_cat[cat]))
     out["recall@10_hybrid_with_notes"] = recall(questions, got, "with_notes", 10)
+    out[f"context_evidence_rate_{CONTEXT_BUDGET}"] = all_found(questions, got, "context")
+    out[f"context_evidence_rate_{CONTEXT_BUDGET}_with_notes"] = all_found(
+        questions, got, "context_with_notes")
+    out.update(tuning(convs, got, report))
     out["questions"] = float(len(questions))
     out["questions_errata"] = float(sum(1 for q in questions if q.qid in found))
     out["conversations"] = float(len(convs))
@@ -169,10 +207,42 @@ def figures(convs: Sequence[Conversation], got: Retrieved, report: Report) -> di
     return out
 
 
+def tuning(convs: Sequence[Conversation], got: Retrieved, report: Report) -> dict[str, float]:
+    """The ablation of the ranking's stages, and recall with every choice held out."""
+    out: dict[str, float] = {}
+    questions = {c.sample_id: [q for q in c.questions if q.evidence] for c in convs}
+    everything = [q for qs in questions.values() for q in qs]
+    for label, ranking in ABLATION.items():
+        for k in KS:
+            out[f"recall@{k}_{label}"] = recall(everything, got, name(ranking), k)
+    by_k = {k: {c: {r: scores(qs, got, name(r), k) for r in GRID}
+                for c, qs in questions.items()} for k in KS}
+    held = leave_one_out(by_k[10])
+    for k in KS:
+        per_question = [x for c in sorted(questions)
+                        for x in by_k[k][c][held.chosen[c]]]
+        out[f"recall@{k}_hybrid_heldout"] = float(np.mean(per_question))
+    for cat in sorted(CATEGORIES):
+        cat_scores = [x for c in sorted(questions)
+                      for q, x in zip(questions[c], by_k[10][c][held.chosen[c]], strict=True)
+                      if q.category == cat]
+        out[f"recall@10_hybrid_heldout_cat{cat}"] = float(np.mean(cat_scores))
+    overall = best(by_k[10], sorted(questions))
+    out["heldout_choice_is_default_rate"] = float(np.mean(
+        [held.chosen[c] == RANKING for c in questions]))
+    for c in sorted(questions):
+        report("held out %s: ranking chosen on the others %s", c, name(held.chosen[c]))
+    report("chosen on all conversations: %s; the product's default: %s", name(overall),
+           name(RANKING))
+    report("ablation recall@10: %s", ", ".join(
+        f"{label} {out[f'recall@10_{label}']:.3f}" for label in ABLATION))
+    return out
+
+
 def _table(out: dict[str, float], report: Report) -> None:
     report("%-12s %8s %8s %8s %6s", "category", "hybrid", "bm25", "vector", "n")
-    for cat, name in sorted(CATEGORIES.items()):
-        report("%-12s %8.3f %8.3f %8.3f %6d", f"{cat} {name}", out[f"recall@10_hybrid_cat{cat}"],
+    for cat, label in sorted(CATEGORIES.items()):
+        report("%-12s %8.3f %8.3f %8.3f %6d", f"{cat} {label}", out[f"recall@10_hybrid_cat{cat}"],
                out[f"recall@10_bm25_cat{cat}"], out[f"recall@10_vector_cat{cat}"],
                int(out[f"questions_cat{cat}"]))
     report("%-12s %8.3f %8.3f %8.3f %6d   (recall@10)", "all", out["recall@10_hybrid"],
@@ -183,11 +253,12 @@ def run(quick: bool, report: Report, base: Encoder | None = None) -> Result:
     """``base``: the encoder to evaluate (default: the ``MEMSTACK_ENCODER`` setting's)."""
     convs = load(2 if quick else None)
     events, cites = events_of(convs)
+    turns = frozenset(e.event_id for e in events if e.kind == "message")
     report("LoCoMo: %d conversations, %d events (%d turns), %d questions", len(convs),
            len(events), sum(len(c.turns) for c in convs), sum(len(c.questions) for c in convs))
     encoder = CachedEncoder(base or shared_encoder())
     with ingested(events, "locomo", report, encoder.base) as done:
         view = MemoryView(TENANT, done.stores, encoder=encoder)
         encoder.prime([q.question for c in convs for q in c.questions])
-        got = retrieve(view, convs, cites, report)
+        got = retrieve(view, convs, cites, report, turns)
     return Result("eval locomo", figures(convs, got, report))

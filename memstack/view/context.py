@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Protocol
 
 from memstack.schemas.events import format_time
@@ -65,18 +66,31 @@ class ContextSource(Protocol):
 
 @dataclass(frozen=True)
 class RelevantRecords:
-    """Hybrid search hits for the query, across all of the tenant's sessions."""
+    """Hybrid search hits for the query: those of the request's session and those of all the
+    tenant's sessions, taken in turn (a session hit, a tenant hit, ...; each once), so that
+    neither the conversation at hand nor what memory holds from others crowds the other out.
+    Without a session, the tenant's hits alone. ``k`` hits of each are ranked; packing keeps
+    as many, best first, as the budget holds."""
 
-    k: int = 20
+    k: int = 30
     name: str = "relevant"
     title: str = "Relevant memories"
     share: float = 0.5
 
     def gather(self, view: AsOfView, request: ContextRequest) -> Sequence[ContextItem]:
-        hits = view.search(request.query, self.k)
-        return [_item(self.name, f"[{format_time(h.memory.vt_from)[:16]}] {h.memory.text}",
-                      h.memory.event_id, h.memory.session, h.memory, h.score.fused)
-                for h in hits]
+        everywhere = view.search(request.query, self.k)
+        here = ([] if request.session is None
+                else view.search(request.query, self.k, session=request.session))
+        hits = [h for pair in zip_longest(here, everywhere) for h in pair if h is not None]
+        seen: set[str] = set()
+        out = []
+        for h in hits:
+            if h.memory.event_id not in seen:
+                seen.add(h.memory.event_id)
+                out.append(_item(self.name,
+                                 f"[{format_time(h.memory.vt_from)[:16]}] {h.memory.text}",
+                                 h.memory.event_id, h.memory.session, h.memory, h.score.fused))
+        return out
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,7 @@ class CurrentFacts:
 
     def gather(self, view: AsOfView, request: ContextRequest) -> Sequence[ContextItem]:
         subjects: list[str] = [request.subject] if request.subject else []
-        for hit in view.search(request.query, 20):
+        for hit in view.search(request.query, RelevantRecords.k):
             if hit.memory.subject and hit.memory.subject not in subjects:
                 subjects.append(hit.memory.subject)
         items: list[ContextItem] = []

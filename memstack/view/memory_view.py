@@ -319,7 +319,27 @@ class AsOfView:
         from memstack.view.context import ContextRequest, assemble
 
         request = ContextRequest(query, budget_tokens, session, subject)
-        return assemble(self, request, self.memory.context_sources)
+        return assemble(_OneRequest(self.memory, self.as_of), request,
+                        self.memory.context_sources)
+
+
+class _OneRequest(AsOfView):
+    """The view one ``context()`` call hands its sources: a search they repeat (the facts
+    source asks for the subjects of the hits the relevant source ranks) is run once."""
+
+    def __init__(self, memory: MemoryView, as_of: AsOf) -> None:
+        super().__init__(memory, as_of)
+        self._searched: dict[tuple[object, ...], list[SearchHit]] = {}
+
+    def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
+               session: str | None = None, subject: str | None = None,
+               mode: SearchMode = "hybrid", ranking: Ranking | None = None
+               ) -> list[SearchHit]:
+        key = (text, k, None if kinds is None else tuple(kinds), session, subject, mode, ranking)
+        if key not in self._searched:
+            self._searched[key] = super().search(text, k, kinds=kinds, session=session,
+                                                 subject=subject, mode=mode, ranking=ranking)
+        return list(self._searched[key])
 
 
 _Leg = Callable[[int, str | None], pa.Table]

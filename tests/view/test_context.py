@@ -74,3 +74,19 @@ def test_sources_are_a_hook(acme: MemoryView) -> None:
     context = view.context("Where does Ana live?", 400, session="s1")
     assert context.text.startswith("## Session state\nstate of s1\n")
     assert context.sources == ("state", "facts", "relevant", "recent")
+
+
+def test_relevant_takes_the_session_and_the_tenant_in_turn(acme: MemoryView) -> None:
+    from memstack.view import RelevantRecords
+    from memstack.view.context import ContextRequest as Request
+
+    at = acme.as_of()
+    source = RelevantRecords(k=2)
+    here = at.search("Where does Ana live?", 2, session="s2")
+    everywhere = at.search("Where does Ana live?", 2)
+    items = source.gather(at, Request("Where does Ana live?", 400, session="s2"))
+    assert [i.event_id for i in items][:2] == [here[0].event_id, everywhere[0].event_id]
+    assert {i.session for i in items} == {"s1", "s2"}
+    assert len({i.event_id for i in items}) == len(items)
+    alone = source.gather(at, Request("Where does Ana live?", 400))
+    assert [i.event_id for i in alone] == [h.event_id for h in everywhere]

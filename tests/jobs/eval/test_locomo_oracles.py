@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memstack.jobs.eval.locomo import events_of, recall
+from memstack.jobs.eval.locomo import all_found, events_of, recall
 from memstack.jobs.eval.locomo_data import Conversation, Observation, Question, Turn
 
 AT = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -17,6 +17,15 @@ def test_recall_is_the_share_of_evidence_turns_in_the_top_k() -> None:
     assert recall(questions, got, "hybrid", 2) == (0.5 + 0.0) / 2
     assert recall(questions, got, "hybrid", 3) == (1.0 + 1.0) / 2
     assert recall([], got, "hybrid", 3) != recall([], got, "hybrid", 3)  # NaN when empty
+
+
+def test_the_context_rate_counts_questions_with_every_evidence_turn_inside() -> None:
+    questions = [Question("q1", "?", ("D1:1", "D1:2"), 1), Question("q2", "?", ("D1:3",), 2)]
+    got = {("q1", "context"): [("D1:2",), ("D1:9",)],           # one of two: not whole
+           ("q2", "context"): [("D1:8",), ("D1:3", "D1:4")]}
+    assert all_found(questions, got, "context") == 0.5
+    got[("q1", "context")].append(("D1:1",))
+    assert all_found(questions, got, "context") == 1.0
 
 
 def test_events_cite_their_turns_and_notes_cite_their_evidence() -> None:
