@@ -13,18 +13,16 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import pyarrow as pa
 
-from memstack.operators.log import LogPosition
 from memstack.pipelines.stores.lance_index import quote
 from memstack.schemas.events import TEXT_KINDS
 from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError, TenantScopeError
 from memstack.view.fusion import Candidate, fuse
-from memstack.view.sql import facts_at_cut, first_unknown
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
 if TYPE_CHECKING:
@@ -43,7 +41,6 @@ MIN_CANDIDATES = 40
 CANDIDATE_FACTOR = 4
 POSTFILTER_FACTOR = 3
 """Each retriever ranks this many times its candidates before the as-of filter (see _leg)."""
-_END = LogPosition(datetime.max.replace(tzinfo=UTC), 1 << 30, 1 << 62)
 
 
 class _HasTenant(Protocol):
@@ -167,13 +164,9 @@ class AsOfView:
 
     def facts(self, subject: str | None = None, relation: str | None = None) -> list[Fact]:
         """The fact values valid at ``valid`` as memory knew them at ``known``."""
-        events = self.memory.stores.events
-        cut = self.as_of.known_cut
-        if cut is not None:
-            rows = facts_at_cut(events, self.tenant, cut, self.as_of.valid, subject, relation)
-        else:
-            rows = events.facts_as_of(self.tenant, subject=subject, relation=relation,
-                                      valid=self.as_of.valid, known=self.as_of.known_time)
+        rows = self.memory.stores.events.facts_as_of(
+            self.tenant, subject=subject, relation=relation, valid=self.as_of.valid,
+            known=A.known_of(self.as_of))
         return _own(rows, self.tenant, "facts")
 
     def history(self, subject: str, relation: str | None = None) -> list[Fact]:
@@ -182,23 +175,9 @@ class AsOfView:
         Versions written after ``known`` are left out, and a close that happened after
         ``known`` is shown as still open: at the default ``known`` (now), the full history.
         """
-        rows = _own(self.memory.stores.events.fact_history(self.tenant, subject, relation),
-                    self.tenant, "history")
-        cut = self.as_of.known_cut
-        firsts = ({} if cut is None else
-                  first_unknown(self.memory.stores.events, self.tenant, cut, subject, relation))
-        out: list[Fact] = []
-        for row in rows:
-            if cut is None:
-                known = self.as_of.known_time or A.now()
-                seen, closed = row.tt_from <= known, row.tt_to is not None and row.tt_to <= known
-            else:
-                first = firsts.get((row.subject, row.relation), _END)
-                end = row.tt_to_pos
-                seen, closed = row.tt_from_pos < first, end is not None and end < first
-            if seen:
-                out.append(row if closed or row.tt_to is None else row.reopened())
-        return out
+        rows = self.memory.stores.events.fact_history(self.tenant, subject, relation,
+                                                      known=A.known_of(self.as_of))
+        return _own(rows, self.tenant, "history")
 
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
                session: str | None = None, subject: str | None = None,

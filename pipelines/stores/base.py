@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from memstack.foundation.log_coordinates import LogCut
 from memstack.operators.log import LogPosition
 from memstack.operators.mutations import FactEntry, FactVersion, MemoryRow, Mutation, RecordRow
 from memstack.operators.timeline import FactKey
@@ -93,10 +94,11 @@ class EventIndex(Protocol):
 
     def facts_as_of(
         self, tenant: str, *, subject: str | None = None, relation: str | None = None,
-        valid: datetime | None = None, known: datetime | LogPosition | None = None,
+        valid: datetime | None = None, known: datetime | LogPosition | LogCut | None = None,
     ) -> list[FactVersion]:
-        """Versions as of ``valid`` and ``known`` (each defaults to now; ``known`` may be a log
-        position): the as-of rule of :mod:`memstack.schemas.asof`."""
+        """Versions valid at ``valid`` as known at ``known`` (each defaults to now; ``known`` is
+        a time, a log position or a log cut), ordered by subject, relation, ``vt_from`` and
+        object: the as-of rule of :mod:`memstack.schemas.asof` (a cut applies per fact key)."""
         ...
 
     def facts_as_of_subjects(
@@ -107,8 +109,13 @@ class EventIndex(Protocol):
         ...
 
     def fact_history(
-        self, tenant: str, subject: str, relation: str | None = None
-    ) -> list[FactVersion]: ...
+        self, tenant: str, subject: str, relation: str | None = None, *,
+        known: datetime | LogPosition | LogCut | None = None,
+    ) -> list[FactVersion]:
+        """Every version of the subject's facts in transaction-time order per relation; with
+        ``known``, as the timeline was known then (:mod:`memstack.schemas.asof`'s known
+        clauses): versions not yet seen left out, a close not yet known shown as open."""
+        ...
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         """Read SQL over the event tables, as Arrow: the read side asks its questions here."""

@@ -14,13 +14,14 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
+from memstack.foundation.log_coordinates import LogCut
 from memstack.operators.log import LogPosition
 from memstack.operators.mutations import (
     DeleteFactEntry,
@@ -34,30 +35,13 @@ from memstack.operators.mutations import (
     RecordRow,
 )
 from memstack.operators.timeline import FactKey
-from memstack.pipelines.stores import arrow
+from memstack.pipelines.stores import arrow, duckdb_asof
 from memstack.pipelines.stores.base import ApplyResult
-from memstack.pipelines.stores.duckdb_schema import (
-    by_subject,
-    check_tables,
-    create_tables,
-    q,
-    translated,
-)
+from memstack.pipelines.stores.duckdb_schema import check_tables, create_tables, q, translated
 from memstack.pipelines.stores.errors import StoreNotFoundError, StoreReadOnlyError
-from memstack.schemas import asof
 from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
 
 log = logging.getLogger(__name__)
-
-_VERSION_COLS = ", ".join(q(n) for n in EVENT_TABLES["fact_versions"].names)
-
-
-def _source(subject: str | None) -> tuple[str, list[Any]]:
-    """``SELECT <version columns> FROM`` the versions of ``subject`` (by index) or all."""
-    if subject is None:
-        return f"SELECT {_VERSION_COLS} FROM fact_versions", []
-    return f"{by_subject('fact_versions', _VERSION_COLS)}SELECT {_VERSION_COLS} FROM k", [subject]
-
 
 class _Batch:
     """Mutations reduced to their final effect per key (the last mutation of a key wins).
@@ -325,60 +309,31 @@ class DuckDBEventIndex:
 
     def facts_as_of(self, tenant: str, *, subject: str | None = None,
                     relation: str | None = None, valid: datetime | None = None,
-                    known: datetime | LogPosition | None = None) -> list[FactVersion]:
+                    known: datetime | LogPosition | LogCut | None = None) -> list[FactVersion]:
         return arrow.to_versions(self.facts_as_of_table(
             tenant, subject=subject, relation=relation, valid=valid, known=known))
 
     def facts_as_of_table(
         self, tenant: str, *, subject: str | None = None, relation: str | None = None,
-        valid: datetime | None = None, known: datetime | LogPosition | None = None,
+        valid: datetime | None = None, known: datetime | LogPosition | LogCut | None = None,
     ) -> pa.Table:
         """:meth:`facts_as_of` as a table, without version objects."""
-        now = datetime.now(UTC)
-        valid = valid or now
-        head, params = _source(subject)
-        if isinstance(known, LogPosition):  # known at a position: (time, partition, offset)
-            valid_sql, valid_params = asof.duckdb_sql(valid, None)
-            sql = [head, f"WHERE tenant = ? AND {valid_sql}",
-                   "AND (tt_from, tt_from_partition, tt_from_offset) <= (?, ?, ?) AND "
-                   "(tt_to IS NULL OR (tt_to, tt_to_partition, tt_to_offset) > (?, ?, ?))"]
-            params += [tenant, *valid_params,
-                       *[known.log_time, known.partition, known.offset] * 2]
-        else:
-            where, rule_params = asof.duckdb_sql(valid, known or now)
-            sql = [head, f"WHERE tenant = ? AND {where}"]
-            params += [tenant, *rule_params]
-        if relation is not None:
-            sql.append("AND relation = ?")
-            params.append(relation)
-        sql.append("ORDER BY subject, relation, vt_from, object")
-        return self.query(" ".join(sql), params)
+        return duckdb_asof.facts_table(self.query, tenant, subject=subject, relation=relation,
+                                       valid=valid, known=known)
 
     def facts_as_of_subjects(
         self, tenant: str, subjects: Sequence[str], *, valid: datetime | None = None,
         known: datetime | None = None,
     ) -> list[FactVersion]:
         """:meth:`facts_as_of` for many subjects in one query (every relation)."""
-        if not subjects:
-            return []
-        now = datetime.now(UTC)
-        where, params = asof.duckdb_sql(valid or now, known or now)
-        sql = (f"WITH k AS MATERIALIZED (SELECT {_VERSION_COLS} FROM fact_versions WHERE "
-               f"subject IN (SELECT unnest(?::VARCHAR[]))) SELECT {_VERSION_COLS} FROM k "
-               f"WHERE tenant = ? AND {where} ORDER BY subject, relation, vt_from, object")
-        return arrow.to_versions(self.query(sql, [list(subjects), tenant, *params]))
+        return duckdb_asof.facts_of_subjects(self.query, tenant, subjects, valid=valid,
+                                             known=known)
 
     def fact_history(
-        self, tenant: str, subject: str, relation: str | None = None
+        self, tenant: str, subject: str, relation: str | None = None, *,
+        known: datetime | LogPosition | LogCut | None = None,
     ) -> list[FactVersion]:
-        head, params = _source(subject)
-        sql = f"{head} WHERE tenant = ?"
-        params.append(tenant)
-        if relation is not None:
-            sql += " AND relation = ?"
-            params.append(relation)
-        sql += " ORDER BY relation, tt_from, tt_from_partition, tt_from_offset, vt_from, object"
-        return arrow.to_versions(self.query(sql, params))
+        return duckdb_asof.history(self.query, tenant, subject, relation, known=known)
 
     def counts(self) -> dict[str, int]:
         return {t: int(self.query(f"SELECT count(*) AS n FROM {q(t)}").column(0)[0].as_py())
