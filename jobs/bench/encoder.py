@@ -119,7 +119,8 @@ def bitwise_across_batches(encoder: LoadableEncoder, texts: list[str], first: Ve
 def locomo_recall(encoder: LoadableEncoder, quick: bool, report: Report) -> dict[str, float]:
     from memstack.jobs.eval import locomo
 
-    got = locomo.run(quick, Report(f"{report.name} locomo[{encoder.name}]"), encoder).figures
+    got = locomo.run(quick, Report(f"{report.name} locomo[{encoder.name}]"), encoder,
+                     tuned=False).figures
     return {mode: got[f"recall@10_{mode}"] for mode in ("hybrid", "vector", "bm25")}
 
 

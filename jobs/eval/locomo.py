@@ -50,7 +50,7 @@ from memstack.pipelines.embedding import Encoder, shared_encoder
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
 from memstack.view import MemoryView, SearchMode
-from memstack.view.search import RANKING
+from memstack.view.search import FUSED_ONLY, RANKING
 
 log = logging.getLogger(__name__)
 
@@ -120,12 +120,14 @@ Retrieved = dict[tuple[str, str], list[tuple[str, ...]]]
 
 
 def retrieve(view: MemoryView, convs: Sequence[Conversation], cites: dict[str, tuple[str, ...]],
-             report: Report, turns: frozenset[str] = frozenset()) -> Retrieved:
+             report: Report, turns: frozenset[str] = frozenset(), *,
+             tuned: bool = True) -> Retrieved:
     """Every question searched: hybrid under every ranking of the tuning grid (``hybrid`` is
     the product's default ranking), each single leg, hybrid over every kind, and its
     ``context()`` under :data:`CONTEXT_BUDGET` tokens (``context``: the turns among its items,
     ``turns`` being the ids of the turns' events; ``context_with_notes``: notes credited with
-    the turns they cite)."""
+    the turns they cite). ``tuned=False``: the default ranking, the legs and hybrid over every
+    kind only (no grid, no context)."""
     out: Retrieved = {}
     at = view.as_of()
     done = 0
@@ -133,7 +135,7 @@ def retrieve(view: MemoryView, convs: Sequence[Conversation], cites: dict[str, t
         for q in conv.questions:
             if not q.evidence:
                 continue
-            for ranking in GRID:
+            for ranking in GRID if tuned else (RANKING,):
                 hits = at.search(q.question, 10, kinds=["message"], session=conv.sample_id,
                                  ranking=ranking)
                 out[(q.qid, name(ranking))] = [cites[h.event_id] for h in hits]
@@ -144,6 +146,9 @@ def retrieve(view: MemoryView, convs: Sequence[Conversation], cites: dict[str, t
                 out[(q.qid, mode)] = [cites[h.event_id] for h in hits]
             hits = at.search(q.question, 10, session=conv.sample_id)
             out[(q.qid, "with_notes")] = [cites[h.event_id] for h in hits]
+            if not tuned:
+                done += 1
+                continue
             context = at.context(q.question, CONTEXT_BUDGET, session=conv.sample_id)
             out[(q.qid, "context")] = [cites[i.event_id] for i in context.items
                                        if i.event_id in cites and i.event_id in turns]
@@ -196,10 +201,12 @@ def figures(convs: Sequence[Conversation], got: Retrieved, report: Report) -> di
             out[f"recall@10_{mode}_cat{cat}"] = recall(by_cat[cat], got, mode, 10)
         out[f"questions_cat{cat}"] = float(len(by_cat[cat]))
     out["recall@10_hybrid_with_notes"] = recall(questions, got, "with_notes", 10)
-    out[f"context_evidence_rate_{CONTEXT_BUDGET}"] = all_found(questions, got, "context")
-    out[f"context_evidence_rate_{CONTEXT_BUDGET}_with_notes"] = all_found(
-        questions, got, "context_with_notes")
-    out.update(tuning(convs, got, report))
+    if questions and (questions[0].qid, "context") in got:
+        out[f"context_evidence_rate_{CONTEXT_BUDGET}"] = all_found(questions, got, "context")
+        out[f"context_evidence_rate_{CONTEXT_BUDGET}_with_notes"] = all_found(
+            questions, got, "context_with_notes")
+    if questions and (questions[0].qid, name(FUSED_ONLY)) in got:
+        out.update(tuning(convs, got, report))
     out["questions"] = float(len(questions))
     out["questions_errata"] = float(sum(1 for q in questions if q.qid in found))
     out["conversations"] = float(len(convs))
@@ -249,8 +256,10 @@ def _table(out: dict[str, float], report: Report) -> None:
            out["recall@10_bm25"], out["recall@10_vector"], int(out["questions"]))
 
 
-def run(quick: bool, report: Report, base: Encoder | None = None) -> Result:
-    """``base``: the encoder to evaluate (default: the ``MEMSTACK_ENCODER`` setting's)."""
+def run(quick: bool, report: Report, base: Encoder | None = None, *,
+        tuned: bool = True) -> Result:
+    """``base``: the encoder to evaluate (default: the ``MEMSTACK_ENCODER`` setting's);
+    ``tuned=False`` leaves out the ranking grid and the context (see :func:`retrieve`)."""
     convs = load(2 if quick else None)
     events, cites = events_of(convs)
     turns = frozenset(e.event_id for e in events if e.kind == "message")
@@ -260,5 +269,5 @@ def run(quick: bool, report: Report, base: Encoder | None = None) -> Result:
     with ingested(events, "locomo", report, encoder.base) as done:
         view = MemoryView(TENANT, done.stores, encoder=encoder)
         encoder.prime([q.question for c in convs for q in c.questions])
-        got = retrieve(view, convs, cites, report, turns)
+        got = retrieve(view, convs, cites, report, turns, tuned=tuned)
     return Result("eval locomo", figures(convs, got, report))

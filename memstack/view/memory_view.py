@@ -221,7 +221,7 @@ class AsOfView:
         at = {m: r for t in legs
               for m, r in zip(t["memory_id"].to_pylist(), t["_rowid"].to_pylist(), strict=True)}
         if mode == "hybrid":
-            fused, around = with_neighbours(self, fused, legs, scope, k,
+            fused, around = with_neighbours(self, fused, at, scope, k,
                                             stages.neighbour_weight)
             at.update(around)
         fused = fused[:k]

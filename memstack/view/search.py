@@ -50,7 +50,7 @@ class Ranking:
 RANKING = Ranking()
 FUSED_ONLY = Ranking(common_share=None, neighbour_weight=0.0)
 
-AROUND_FACTOR = 2
+AROUND_FACTOR = 1
 """Neighbours are read around the best ``AROUND_FACTOR * k`` fused candidates."""
 AROUND_ROWS = 1000
 """At most this many neighbour rows are read for one search."""
@@ -82,19 +82,24 @@ def own_table(table: pa.Table, tenant: str, what: str) -> None:
             "This is a store bug: report it with the query")
 
 
-def with_neighbours(view: AsOfView, fused: list[Fused], legs: Sequence[pa.Table | None],
+def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
                     scope: Sequence[str], k: int, weight: float
                     ) -> tuple[list[Fused], dict[str, int]]:
     """``fused`` re-scored with the neighbours' shares and re-ordered; also the ``_rowid`` of
-    every neighbour row read (to read the final rows by)."""
-    places = _places(legs)
-    if weight <= 0.0:
+    every neighbour row read (to read the final rows by). ``at``: the candidates' row ids."""
+    if weight <= 0.0 or not fused:
         return fused, {}
-    around = [places[f.memory_id] for f in fused[: AROUND_FACTOR * k] if f.memory_id in places]
+    best = [f.memory_id for f in fused[: AROUND_FACTOR * k]]
+    read = view.memory.stores.vectors.rows_at([at[m] for m in best], best)
+    foreign = sorted({r.tenant for r in read if r.tenant != view.tenant})
+    if foreign:
+        raise TenantScopeError(f"search for tenant {view.tenant!r} read rows of {foreign}; "
+                               "nothing was returned. This is a store bug: report it")
+    around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
     if not around:
         return fused, {}
     table = _neighbour_rows(view, around, scope)
-    rows: dict[str, Placed] = dict(places)
+    rows: dict[str, Placed] = {p.memory_id: p for p in around}
     row_ids: dict[str, int] = {}
     for place, rowid in zip(_placed(table), table.column("_rowid").to_pylist(), strict=True):
         rows.setdefault(place.memory_id, place)
@@ -120,14 +125,6 @@ def _neighbour_rows(view: AsOfView, around: Sequence[Placed], scope: Sequence[st
                                               limit=AROUND_ROWS)
     own_table(table, view.tenant, "search")
     return table.filter(A.memory_mask(table, view.as_of))
-
-
-def _places(legs: Sequence[pa.Table | None]) -> dict[str, Placed]:
-    out: dict[str, Placed] = {}
-    for table in legs:
-        if table is not None:
-            out.update((p.memory_id, p) for p in _placed(table))
-    return out
 
 
 def _placed(table: pa.Table) -> list[Placed]:

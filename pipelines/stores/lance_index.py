@@ -38,12 +38,13 @@ from memstack.schemas.rows import EMBEDDING_DIM, PRIMARY_KEYS, memories_schema
 
 log = logging.getLogger(__name__)
 
-CANDIDATE_COLUMNS = ("memory_id", "tenant", "session", "vt_from", "vt_to", "tt_from", "tt_to",
-                     "partition", "offset")
+CANDIDATE_COLUMNS = ("memory_id", "tenant", "vt_from", "vt_to", "tt_from", "tt_to", "partition",
+                     "offset")
 """What a search candidate carries (:meth:`LanceVectorIndex.text_candidates`): its id, its
-tenant, its session (where its neighbours are), and the columns of the as-of predicate, with
-``_rowid`` and ``score``; full rows are read for the final hits only
-(:meth:`LanceVectorIndex.rows_at`)."""
+tenant, and the columns of the as-of predicate, with ``_rowid`` and ``score``; full rows are
+read for the final hits only (:meth:`LanceVectorIndex.rows_at`). The ranking's neighbour
+stage reads the sessions of its best candidates only, so the legs read no more than fusion
+needs."""
 
 
 def quote(value: str) -> str:
@@ -284,11 +285,11 @@ class LanceVectorIndex(IndexMaintenance):
 
     def placed(self, *, tenant: str, where: str | None = None, limit: int = 1000) -> pa.Table:
         """Up to ``limit`` of the tenant's rows under ``where`` as :data:`CANDIDATE_COLUMNS`
-        with ``_rowid``, unranked (a search's neighbour rows)."""
+        with ``session`` and ``_rowid``, unranked (a search's neighbour rows)."""
         with translated("placed", self._dir):
             found: pa.Table = (self._table.search()
                                .where(self._filter(tenant, where), prefilter=True)
-                               .select(list(CANDIDATE_COLUMNS)).with_row_id(True)
+                               .select([*CANDIDATE_COLUMNS, "session"]).with_row_id(True)
                                .limit(limit).to_arrow())
         return found
 
