@@ -142,6 +142,7 @@ NOT_COORDINATES = {
     ("infra/console.py", "ConsoleRecord"):
         "Kafka's console consumer's printout, parsed as text (infra tooling)",
     ("schemas/asof.py", "Columns"): "the names of the columns the as-of rule reads",
+    ("schemas/asof.py", "At"): "the names of the three columns of a position the rule reads",
     ("schemas/asof.py", "InCut"): "a clause of the as-of rule; it holds a LogCut",
     ("memstack/view/types.py", "RecordsAnswer"): "a query's answer (raw records)",
     ("pipelines/consolidation/checkpoints.py", "CheckpointStore"):
