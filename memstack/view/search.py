@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from memstack.pipelines.stores.base import VectorIndex
     from memstack.view.memory_view import AsOfView
 
+
 @dataclass(frozen=True)
 class Ranking:
     """The stages of a hybrid search after fusion: ``common_share`` is the share of the
@@ -75,7 +76,11 @@ def focused(view: AsOfView, text: str, scope: Sequence[str], share: float | None
 
 def own_table(table: pa.Table, tenant: str, what: str) -> None:
     """Raise unless every row of ``table`` (a ``tenant`` column) is ``tenant``'s."""
-    foreign = sorted(t for t in table.column("tenant").unique().to_pylist() if t != tenant)
+    _own_tenants(table.column("tenant").unique().to_pylist(), tenant, what)
+
+
+def _own_tenants(tenants: Sequence[str], tenant: str, what: str) -> None:
+    foreign = sorted({t for t in tenants if t != tenant})
     if foreign:
         raise TenantScopeError(
             f"{what} for tenant {tenant!r} returned rows of {foreign}; nothing was returned. "
@@ -91,10 +96,7 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
         return fused, {}
     best = [f.memory_id for f in fused[: AROUND_FACTOR * k]]
     read = view.memory.stores.vectors.rows_at([at[m] for m in best], best)
-    foreign = sorted({r.tenant for r in read if r.tenant != view.tenant})
-    if foreign:
-        raise TenantScopeError(f"search for tenant {view.tenant!r} read rows of {foreign}; "
-                               "nothing was returned. This is a store bug: report it")
+    _own_tenants([r.tenant for r in read], view.tenant, "search")
     around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
     if not around:
         return fused, {}
