@@ -99,7 +99,7 @@ def _session_state(settings: Settings) -> AbstractContextManager[StateStoreFor |
     """The live worker's session states (its Faust table's changelog), when it keeps some."""
     from memstack.pipelines.faust_app import group_id
     from memstack.pipelines.forgetting.session_state_store import changelog_forgetting
-    from memstack.pipelines.session_state_table import changelog_topic
+    from memstack.pipelines.session_state.table import changelog_topic
 
     return changelog_forgetting(settings.bootstrap, changelog_topic(group_id(settings)),
                                 shared_encoder())

@@ -113,7 +113,7 @@ def via_kafka(settings: Settings, events: Sequence[Event]) -> ImportResult:
 
 
 def via_service(url: str, api_key: str | None, events: Sequence[Event]) -> ImportResult:
-    from memstack.service_client import MemoryService
+    from memstack.service.client import MemoryService
 
     result = ImportResult(read=len(events))
     fresh = _new(events, set(), result)

@@ -101,7 +101,7 @@ def _check_model(model: str, current: Path, target: Path) -> None:
 
 def main(model: str, *, into: Path | None = None, parallelism: int = 1,
          timeout_s: float = 600.0, settings: Settings | None = None) -> ReindexResult:
-    from memstack.jobs.service_file import find_service
+    from memstack.jobs.service.file import find_service
     from memstack.pipelines.embedding import ENCODER_ENV
     from memstack.pipelines.forgetting.ledger import ForgetLedger
     from memstack.pipelines.replay.switch import current_stores
@@ -153,7 +153,7 @@ def _replay(target: Path, stop: str, parallelism: int, settings: Settings) -> di
 
 
 def _switch_running(settings: Settings, target: Path, timeout_s: float) -> dict[str, Any]:
-    from memstack.jobs.service_file import service_file
+    from memstack.jobs.service.file import service_file
     from memstack.pipelines.replay.switch import switch_stores
 
     switch_stores(settings, target)

@@ -22,13 +22,13 @@ from kafka.errors import KafkaError
 
 from memstack.foundation.errors import BrokerUnavailableError
 from memstack.foundation.settings import Settings
-from memstack.pipelines.live import BATCH_MAX, LiveConfig
+from memstack.pipelines.live_batches import BATCH_MAX, LiveConfig
 
 if TYPE_CHECKING:
     from memstack.pipelines.commit_path import CommitPath
     from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.faust_app import LiveApp
-    from memstack.pipelines.forgetting.live import LiveForgetting
+    from memstack.pipelines.forgetting.in_worker import LiveForgetting
     from memstack.pipelines.lease import DeploymentLease
     from memstack.pipelines.metrics import LiveMetrics
     from memstack.pipelines.projector import StoreProjector
@@ -139,7 +139,7 @@ def _consolidation_feed(store: StoreProjector, stores: Stores, settings: Setting
 def _live_forgetting(settings: Settings, directory: Path, path: CommitPath) -> LiveForgetting:
     """Forget requests applied by the worker itself: it is the stores' only writer."""
     from memstack.jobs.forget import log_lineage, processor_for
-    from memstack.pipelines.forgetting.live import LiveForgetting
+    from memstack.pipelines.forgetting.in_worker import LiveForgetting
 
     base = path.store
     assert base.forgotten is not None
@@ -196,7 +196,7 @@ def run_live(settings: Settings, options: RunOptions) -> int:
 
 def _run_live(settings: Settings, options: RunOptions, started: float) -> int:
     from memstack.pipelines.faust_app import build_live_app, run_worker
-    from memstack.pipelines.forgetting.live import pending_offsets
+    from memstack.pipelines.forgetting.in_worker import pending_offsets
     from memstack.pipelines.log_reader import end_offsets
 
     try:

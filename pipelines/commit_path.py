@@ -7,7 +7,7 @@
    records below the stores' applied offsets are dropped;
 2. **forget filter**: events the forget ledger covers are not applied (the offsets still move
    past them);
-3. **operators**: the pure :class:`~memstack.operators.index.IndexOperator` turns the events
+3. **operators**: the pure :class:`~memstack.operators.memory.MemoryOperator` turns the events
    into mutations (fact keys seeded from the stores).
 
 ``commit`` (on the store thread, after the DLQ acknowledged the batch's dead letters):
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.embedding import Encoder
     from memstack.pipelines.projector import StoreProjector
-    from memstack.pipelines.session_state_projector import SessionStateStep
+    from memstack.pipelines.session_state.projector import SessionStateStep
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ network is needed. ``sentence_transformers`` takes ~6 s to import: it is importe
 
 Which encoder runs is a setting, ``MEMSTACK_ENCODER`` (:data:`ENCODERS`): ``onnx-int8`` (the
 default) or ``onnx-fp32`` (the weights as a fused ONNX Runtime graph,
-:mod:`memstack.pipelines.onnx_encoder`), or ``torch`` (the sentence-transformers model).
+:mod:`memstack.pipelines.onnx.encoder`), or ``torch`` (the sentence-transformers model).
 Vectors differ between them, so a stores directory records the encoder that built it
 (:func:`record_encoder`) and refuses another: changing the encoder is a migration by replay
 (docs/replay.md).
@@ -104,7 +104,7 @@ def make_encoder(kind: str | None = None, *, threads: int = TORCH_THREADS,
     if kind == "torch":
         return MiniLMEncoder(batch_size=batch_size, threads=threads)
     if kind in ("onnx-int8", "onnx-fp32"):
-        from memstack.pipelines.onnx_encoder import OnnxMiniLMEncoder
+        from memstack.pipelines.onnx.encoder import OnnxMiniLMEncoder
 
         return OnnxMiniLMEncoder("int8" if kind == "onnx-int8" else "fp32", threads=threads)
     raise ConfigError(f"encoder {kind!r} is not one of {', '.join(ENCODERS)}")

@@ -1,6 +1,6 @@
 """The embedding model as installed: its name, its width, where its files are, and the error
 when it cannot be loaded. Both encoders (torch in :mod:`memstack.pipelines.embedding`, ONNX in
-:mod:`memstack.pipelines.onnx_encoder`) and the ONNX export start from here.
+:mod:`memstack.pipelines.onnx.encoder`) and the ONNX export start from here.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Delivery is at-least-once (Faust's default ``processing_guarantee``); exactly-once *effects* come
 from the projector: idempotent writes and the applied offsets stored in DuckDB with the rows. The
 consumer group's committed offsets are only a hint; on assignment the processor seeks to the
-stores' offsets (see ``memstack.pipelines.live``). Faust's exactly-once transactions are not used.
+stores' offsets (see ``memstack.pipelines.live_batches``). Faust's exactly-once transactions are
+not used.
 
 Nothing happens at import time: :func:`build_live_app` declares the app, its topics, the agent
 and the timers; :func:`run_worker` runs it until SIGINT/SIGTERM or until caught up.
@@ -34,14 +35,14 @@ from memstack.pipelines.commit_path import CommitPath
 from memstack.pipelines.contracts import DeadLetter, Plan, Projector
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
 from memstack.pipelines.forget_agent import declare_forget_agent, stop_eraser
-from memstack.pipelines.forgetting.live import LiveForgetting
+from memstack.pipelines.forgetting.in_worker import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.lease import client_id, live_group
-from memstack.pipelines.live import LiveConfig, LiveProcessor
+from memstack.pipelines.live_batches import LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import end_offsets, open_consumer
-from memstack.pipelines.session_state_projector import SessionStateStep, loop_runner
-from memstack.pipelines.session_state_table import (
+from memstack.pipelines.session_state.projector import SessionStateStep, loop_runner
+from memstack.pipelines.session_state.table import (
     FaustTableSink,
     SessionStateUpdater,
     changelog_topic,

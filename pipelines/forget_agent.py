@@ -29,7 +29,7 @@ from kafka.errors import KafkaError
 from memstack.pipelines.faust_records import AGENT_NAME, record_of
 from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.eraser import Eraser
-from memstack.pipelines.forgetting.live import LiveForgetting
+from memstack.pipelines.forgetting.in_worker import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 from memstack.pipelines.log_reader import LogRecord
 

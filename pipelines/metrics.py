@@ -22,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from memstack.pipelines.contracts import DeadLetter, Plan
-from memstack.pipelines.live import BatchTimes
+from memstack.pipelines.live_batches import BatchTimes
 
 if TYPE_CHECKING:
     from memstack.pipelines.consolidation.feeding import FeedStep

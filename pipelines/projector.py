@@ -1,7 +1,7 @@
 """``StoreProjector``: log records in, DuckDB and LanceDB writes out, exactly-once in effect.
 
 ``prepare`` parses, drops what the stores already hold (offsets below the applied ones), runs
-the pure :class:`IndexOperator` (fact keys seeded from the stored entries, cached in memory)
+the pure :class:`MemoryOperator` (fact keys seeded from the stored entries, cached in memory)
 and computes the next offsets: steps 1-3 of the commit path. :meth:`StoreProjector.write`
 writes LanceDB first (merge by id, the plan's vectors), then the DuckDB transaction with the
 offsets: a crash in between re-reads the batch, and the Lance merge is a no-op the second time.
@@ -21,8 +21,8 @@ import numpy as np
 from memstack.foundation.keystore import KeyStore
 from memstack.foundation.log_coordinates import advance, raise_to
 from memstack.foundation.sealing import Shredded, open_record
-from memstack.operators.index import FACT_KINDS, IndexOperator
 from memstack.operators.log import LoggedEvent
+from memstack.operators.memory import FACT_KINDS, MemoryOperator
 from memstack.operators.mutations import FactEntry
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
@@ -86,7 +86,7 @@ class StoreProjector:
         self._reset_operator()
 
     def _reset_operator(self) -> None:
-        self._index = IndexOperator(self._registry, loader=self._load_key)
+        self._index = MemoryOperator(self._registry, loader=self._load_key)
         self._cached: OrderedDict[FactKey, None] = OrderedDict()
         self._prefetched: dict[FactKey, list[FactEntry]] = {}
 

@@ -124,8 +124,8 @@ def test_sdist_and_wheel_install_the_same_tree_and_pass_the_unit_tests(tmp_path:
         sdist_names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     with zipfile.ZipFile(wheel) as zf:
         wheel_names = set(zf.namelist())
-    for needed in ["tests/conftest.py", "docs/architecture.md", "Makefile", "pipelines/live.py",
-                   "infra/kafka/pom.xml", "schemas/event.v1.json"]:
+    for needed in ["tests/conftest.py", "docs/architecture.md", "Makefile",
+                   "pipelines/live_batches.py", "infra/kafka/pom.xml", "schemas/event.v1.json"]:
         assert needed in sdist_names, f"the sdist lacks {needed}"
     for needed in ["memstack/pipelines/live.py", "memstack/infra/kafka/pom.xml",
                    "memstack/infra/kafka/log4j2-broker.properties", "memstack/py.typed",
@@ -135,7 +135,8 @@ def test_sdist_and_wheel_install_the_same_tree_and_pass_the_unit_tests(tmp_path:
     assert not any(n.startswith(("tests/", "memstack/tests/")) for n in wheel_names)
     # The lab: in the sdist (a checkout's worth), in no wheel. The light install and the server
     # install are this one wheel (extras only add Requires-Dist lines), so neither holds it.
-    for needed in ["jobs/bench/forget.py", "jobs/bench/broker_env.py", "jobs/eval/faults.py",
+    for needed in ["jobs/bench/forget/__init__.py", "jobs/bench/broker_env.py",
+                   "jobs/eval/faults/__init__.py",
                    "jobs/scale_bench_device.sh"]:
         assert needed in sdist_names, f"the sdist lacks the lab's {needed}"
     labs = [_wheel_path(name) for name in lab()]
@@ -174,7 +175,8 @@ def test_sdist_and_wheel_install_the_same_tree_and_pass_the_unit_tests(tmp_path:
     for folder in ("tests", "docs"):  # a test reads its example from the docs
         os.rename(src / folder, work / folder)
     where = _run([str(venv / "bin/python"), "-c",
-                  "import memstack.pipelines.live as m; print(m.__file__)"], cwd=work, env=env)
+                  "import memstack.pipelines.live_batches as m; print(m.__file__)"],
+                 cwd=work, env=env)
     assert where.stdout.strip().startswith(str(installed))
     # no lab module imports; `memstack bench|eval` say where the lab is, without a traceback
     _run([str(venv / "bin/python"), "-c", "import importlib.util as u; "

@@ -110,7 +110,7 @@ def test_a_write_and_a_forget_answer_the_position_after_them() -> None:
 
 def test_one_receipt_for_the_client_the_service_and_http() -> None:
     from memstack.client import Written as ClientWritten
-    from memstack.service_types import EventWritten, WriteReceipt
+    from memstack.service.types import EventWritten, WriteReceipt
 
     assert ClientWritten is Written and EventWritten is Written
     w = Written("e1", 3, 41, T0, "memstack.events")
@@ -135,7 +135,7 @@ NOT_COORDINATES = {
         "a raw record's row in the stores: its event's place is two of its columns",
     ("operators/mutations.py", "MemoryRow"):
         "a memory's row in the stores: its event's place is two of its columns",
-    ("pipelines/session_state_items.py", "StateItem"):
+    ("pipelines/session_state/items.py", "StateItem"):
         "a session state's term, stored flat with its event's place",
     ("pipelines/contracts.py", "DeadLetter"):
         "a dead letter as the dead-letter topic stores it (where the bad record was)",
@@ -202,7 +202,7 @@ def test_the_scan_finds_a_coordinate_defined_elsewhere(tmp_path: Path) -> None:
 
 ARITHMETIC_ALLOWED = {
     # path: why
-    "jobs/eval/faults_fuzz_run.py": "builds a token by hand in a fault-injection harness (owned "
+    "jobs/eval/faults/fuzz_run.py": "builds a token by hand in a fault-injection harness (owned "
                                     "elsewhere; it should use Position.after_events)",
 }
 

@@ -56,7 +56,7 @@ def _replay(settings: Settings, into: Path, parallelism: int,
 
 
 def replay_check(settings: Settings, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from memstack.infra.flink_cluster import ClusterShape, FlinkCluster
+    from memstack.infra.flink.cluster import ClusterShape, FlinkCluster
     from memstack.infra.net import free_port_pair
     from memstack.pipelines.replay.verify import compare
 
@@ -90,12 +90,12 @@ def replay_check(settings: Settings, work: Path, args: argparse.Namespace) -> di
 
 def produce_fact_feed(settings: Settings, encoder: Any, teacher: Path, users: int) -> int:
     """Facts of two tenants (``acme`` in 2 shards), then a wave of supersessions, through the
-    live pipeline's index operator and the real feed producer; returns the feed's records."""
+    live pipeline's memory operator and the real feed producer; returns the feed's records."""
     from datetime import UTC, datetime, timedelta
 
     from memstack.foundation.builders import Defaults, EventBuilder
-    from memstack.operators.index import IndexOperator
     from memstack.operators.log import LoggedEvent, LogPosition
+    from memstack.operators.memory import MemoryOperator
     from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
     from memstack.pipelines.consolidation.feed import Sharding
     from memstack.pipelines.consolidation.producer import (
@@ -124,7 +124,7 @@ def produce_fact_feed(settings: Settings, encoder: Any, teacher: Path, users: in
                             Sharding.parse("acme=2"))
     try:
         publish_committed((first[:len(first) // 2], first[len(first) // 2:], later),
-                          IndexOperator(), events, producer)
+                          MemoryOperator(), events, producer)
     finally:
         producer.close()
         events.close()
@@ -133,7 +133,7 @@ def produce_fact_feed(settings: Settings, encoder: Any, teacher: Path, users: in
 
 def ray_check(settings: Settings, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     from memstack.infra.ray import RayConfig
-    from memstack.infra.ray_cluster import NodeShape, RayCluster, free_port
+    from memstack.infra.ray.cluster import NodeShape, RayCluster, free_port
     from memstack.operators.consolidation import FeatureConfig, LearnerConfig
     from memstack.pipelines.consolidation.distill import reference_centre
     from memstack.pipelines.consolidation.job import JobConfig, run_job

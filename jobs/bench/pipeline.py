@@ -181,7 +181,7 @@ def _embed_rates(encode: Callable[[list[str]], object], work: Workload) -> dict[
 def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     from memstack.jobs.run import open_projector
     from memstack.pipelines.faust_app import build_live_app, run_worker
-    from memstack.pipelines.live import LiveConfig
+    from memstack.pipelines.live_batches import LiveConfig
 
     projector, stores = open_projector(settings.home / "stores", settings, 2)
     timed = Timed(projector)

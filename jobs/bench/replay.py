@@ -157,7 +157,7 @@ def _live(settings: Settings, into: Path, report: Report) -> float:
     """Events/s of the live worker catching up on the log, assignment to last commit."""
     from memstack.jobs.run import open_projector
     from memstack.pipelines.faust_app import build_live_app, run_worker
-    from memstack.pipelines.live import LiveConfig
+    from memstack.pipelines.live_batches import LiveConfig
     from memstack.pipelines.log_reader import end_offsets
 
     projector, stores = open_projector(into, settings, 2)

@@ -29,9 +29,9 @@ import torch
 
 from memstack.jobs.measure import Report, Result
 from memstack.operators import session_state as ss
-from memstack.operators.state_arena import StateArena, Terms
-from memstack.operators.state_codec import matrix_bytes
-from memstack.operators.state_keys import Head, fact_query_text
+from memstack.operators.session_state.arena import StateArena, Terms
+from memstack.operators.session_state.codec import matrix_bytes
+from memstack.operators.session_state.keys import Head, fact_query_text
 
 logger = logging.getLogger(__name__)
 

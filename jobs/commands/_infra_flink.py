@@ -1,6 +1,6 @@
 """``memstack infra flink up | down | status``: a standalone Flink cluster on loopback.
 
-The cluster's files live in ``$MEMSTACK_HOME/flink`` (see :mod:`memstack.infra.flink_cluster`);
+The cluster's files live in ``$MEMSTACK_HOME/flink`` (see :mod:`memstack.infra.flink.cluster`);
 ``memstack replay --flink HOST:PORT`` submits the replay to it.
 """
 
@@ -12,7 +12,7 @@ import os
 import time
 
 from memstack.foundation.settings import Settings
-from memstack.infra.flink_cluster import DEFAULT_REST_PORT, ClusterShape, FlinkCluster
+from memstack.infra.flink.cluster import DEFAULT_REST_PORT, ClusterShape, FlinkCluster
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

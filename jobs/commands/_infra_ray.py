@@ -1,7 +1,7 @@
 """``memstack infra ray up | down | status | kill-node``: a multi-node Ray cluster on loopback.
 
 The cluster's files live in ``$MEMSTACK_HOME/ray-cluster`` (see
-:mod:`memstack.infra.ray_cluster`); ``memstack consolidate --ray ADDRESS`` runs the
+:mod:`memstack.infra.ray.cluster`); ``memstack consolidate --ray ADDRESS`` runs the
 consolidation actors on it.
 """
 
@@ -13,7 +13,7 @@ import os
 import time
 
 from memstack.foundation.settings import Settings
-from memstack.infra.ray_cluster import DEFAULT_GCS_PORT, HEAD, NodeShape, RayCluster
+from memstack.infra.ray.cluster import DEFAULT_GCS_PORT, HEAD, NodeShape, RayCluster
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

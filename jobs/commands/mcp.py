@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from memstack.mcp.backend import fixed
     from memstack.mcp.tools import build_server
-    from memstack.service_client import AsyncMemoryService
+    from memstack.service.client import AsyncMemoryService
 
     backend = AsyncMemoryService(args.url, tenant=args.tenant, agent=args.agent,
                                  source="memstack-mcp")

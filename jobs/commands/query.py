@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     query = query_of(args)
     if not args.url and not args.stores:
         from memstack.foundation.settings import Settings
-        from memstack.jobs.service_file import find_service
+        from memstack.jobs.service.file import find_service
 
         running = find_service(Settings.from_env())
         args.url = running["url"] if running is not None else None

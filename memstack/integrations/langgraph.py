@@ -50,9 +50,9 @@ from memstack.integrations.langgraph_mapping import (
     merge_positions,
     namespace_matches,
 )
-from memstack.service_calls import Time
-from memstack.service_client import MemoryService
-from memstack.service_types import ForgetReceipt
+from memstack.service.calls import Time
+from memstack.service.client import MemoryService
+from memstack.service.types import ForgetReceipt
 from memstack.view.types import Fact as FactVersion
 
 

@@ -14,7 +14,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 from memstack.schemas.events import ForgetScope
-from memstack.service_types import ForgetReceipt, ForgetStatus, WriteReceipt
+from memstack.service.types import ForgetReceipt, ForgetStatus, WriteReceipt
 from memstack.view.types import Context, FactsAnswer, HistoryAnswer, SearchAnswer, SearchMode
 
 Time = datetime | date | str

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstack.mcp.backend import BackendResolver, MemoryBackend, api_key_of
 from memstack.mcp.tools import build_server
-from memstack.service_client import AsyncMemoryService
+from memstack.service.client import AsyncMemoryService
 
 TENANT_HEADER = "x-memstack-tenant"
 TenantsOf = Callable[[str], "frozenset[str] | None"]

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from memstack.foundation.errors import MemstackError
 from memstack.mcp.backend import BackendResolver, MemoryBackend
-from memstack.service_types import ServiceError, WriteReceipt, problem_text
+from memstack.service.types import ServiceError, WriteReceipt, problem_text
 
 P = ParamSpec("P")
 Json = dict[str, Any]

@@ -55,7 +55,7 @@ from memstack.view.types import (
 
 if TYPE_CHECKING:
     from memstack.pipelines.embedding import Encoder
-    from memstack.pipelines.service.live import LiveService
+    from memstack.pipelines.service.parts import LiveService
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
 

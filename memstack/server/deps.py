@@ -25,7 +25,7 @@ from memstack.view.ops import Query as Q
 from memstack.view.ops import execute
 
 if TYPE_CHECKING:
-    from memstack.pipelines.service.live import LiveService
+    from memstack.pipelines.service.parts import LiveService
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memstack.foundation.errors import MemstackError
-from memstack.service_types import PROBLEM_TITLES
+from memstack.service.types import PROBLEM_TITLES
 
 log = logging.getLogger(__name__)
 

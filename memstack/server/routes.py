@@ -15,7 +15,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from memstack.foundation.log_coordinates import InvalidPositionError, Position, WrittenOut
-from memstack.pipelines.service.live import LiveService
+from memstack.pipelines.service.parts import LiveService
 from memstack.pipelines.service.writes import parse_events
 from memstack.server.api_keys import Grant
 from memstack.server.deps import MAX_NAME, MAX_TOKEN, Tenant, authorized

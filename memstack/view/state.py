@@ -28,10 +28,10 @@ import numpy.typing as npt
 import torch
 
 from memstack.operators.session_state import _projection, read_matrix, score_values
-from memstack.operators.state_arena import SessionSums
-from memstack.operators.state_codec import restore_sums
-from memstack.operators.state_keys import Head, project
-from memstack.pipelines.session_state_table import SnapshotSource, latest_snapshots, session_key
+from memstack.operators.session_state.arena import SessionSums
+from memstack.operators.session_state.codec import restore_sums
+from memstack.operators.session_state.keys import Head, project
+from memstack.pipelines.session_state.table import SnapshotSource, latest_snapshots, session_key
 from memstack.view.types import ContextItem
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from kafka import KafkaProducer
 from memstack.foundation.kafka_connect import client_options
 from memstack.foundation.settings import Settings
 from memstack.infra.topics import TopicSpec, apply_topic_specs
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import FactVersion, Mutation
 from memstack.pipelines.consolidation.distill import Distiller
 from memstack.pipelines.consolidation.feed import (
@@ -116,7 +116,7 @@ class FeedProducer:
         self._producer.close(timeout=30)
 
 
-def publish_committed(batches: Iterable[Sequence[LoggedEvent]], operator: IndexOperator,
+def publish_committed(batches: Iterable[Sequence[LoggedEvent]], operator: MemoryOperator,
                       events: EventIndex, producer: FeedProducer) -> None:
     """What the live pipeline does after each batch: the operator's mutations, committed to
     ``events`` (no offsets), then published to the feed."""

@@ -41,14 +41,14 @@ import numpy.typing as npt
 import torch
 
 from memstack.operators.forget import Tombstones
-from memstack.operators.state_arena import SessionSums
-from memstack.operators.state_keys import N_HEADS, fact_texts, turn_texts
+from memstack.operators.session_state.arena import SessionSums
+from memstack.operators.session_state.keys import N_HEADS, fact_texts, turn_texts
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.bundle import ForgetStores
 from memstack.pipelines.forgetting.contract import AuditProbe, ForgetReport, Residual
 from memstack.pipelines.forgetting.lance_store import id_filter
 from memstack.pipelines.forgetting.lineage import Lineage, LogEntry
-from memstack.pipelines.session_state_table import (
+from memstack.pipelines.session_state.table import (
     KafkaSink,
     SessionStateUpdater,
     StateItem,

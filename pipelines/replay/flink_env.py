@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from memstack.infra.flink_jars import pipeline_jars
+from memstack.infra.flink.jars import pipeline_jars
 from memstack.pipelines.replay.errors import FlinkClusterUnavailableError
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def _remote_env(conf: Any, cluster: str) -> StreamExecutionEnvironment:
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.java_gateway import get_gateway
 
-    from memstack.infra.flink_cluster import memstack_root
+    from memstack.infra.flink.cluster import memstack_root
 
     host, _, port = cluster.rpartition(":")
     conf.set_string("execution.target", "remote")
@@ -119,7 +119,7 @@ def _remote_env(conf: Any, cluster: str) -> StreamExecutionEnvironment:
 
 def check_cluster(cluster: str, parallelism: int, worker_mode: WorkerMode) -> None:
     """Fail before planning when the cluster at ``cluster`` cannot run the job."""
-    from memstack.infra.flink_cluster import rest_get
+    from memstack.infra.flink.cluster import rest_get
 
     host, _, port = cluster.rpartition(":")
     if not host or not port.isdigit():

@@ -1,4 +1,4 @@
-"""A consolidation store built through its real write path: events -> the index operator ->
+"""A consolidation store built through its real write path: events -> the memory operator ->
 DuckDB (the teacher's memory) and feed items -> distillation -> a learner bank -> checkpoints.
 """
 
@@ -12,8 +12,8 @@ import torch
 
 from memstack.operators.consolidation import FeatureConfig, LearnerConfig
 from memstack.operators.forget import Tombstones
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
+from memstack.operators.memory import MemoryOperator
 from memstack.pipelines.consolidation.bank import LearnerBank
 from memstack.pipelines.consolidation.checkpoints import CheckpointStore, all_groups
 from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
@@ -59,7 +59,7 @@ class Consolidated:
         inner = ConsolidationForgetStore(self.root, self.distiller,
                                          events=lambda: self.duckdb.index)
         self.store = ForgetAfterDuckDB(self.duckdb, inner)
-        self.operator = IndexOperator()
+        self.operator = MemoryOperator()
         self.offset = 0
 
     def load(self, events: Sequence[LoggedEvent]) -> None:

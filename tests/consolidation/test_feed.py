@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memstack.foundation.errors import ConfigError
-from memstack.operators.index import IndexOperator
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import DeleteFactVersion, PutFactVersion
 from memstack.pipelines.consolidation.feed import (
     BROADCAST,
@@ -20,7 +20,7 @@ from tests.pipelines.helpers import at, builder, logged, year
 
 def test_a_current_fact_becomes_a_write_item_keyed_by_its_version() -> None:
     b = builder()
-    mutations = IndexOperator().apply_batch([logged(b.fact("s1", "user:ana", "lives_in",
+    mutations = MemoryOperator().apply_batch([logged(b.fact("s1", "user:ana", "lives_in",
                                                            "Lisbon", valid_from=year(2020)), 1)])
     [item] = feed_items(mutations)
     [version] = [m.row for m in mutations if isinstance(m, PutFactVersion)]
@@ -31,7 +31,7 @@ def test_a_current_fact_becomes_a_write_item_keyed_by_its_version() -> None:
 
 
 def test_supersession_removes_the_old_value_and_writes_the_new() -> None:
-    b, op = builder(), IndexOperator()
+    b, op = builder(), MemoryOperator()
     first = op.apply_batch([logged(b.fact("s1", "user:ana", "lives_in", "Lisbon",
                                           valid_from=year(2020)), 1)])
     second = op.apply_batch([logged(b.fact("s1", "user:ana", "lives_in", "Porto",
@@ -45,7 +45,7 @@ def test_supersession_removes_the_old_value_and_writes_the_new() -> None:
 
 
 def test_a_retraction_removes_and_writes_nothing() -> None:
-    b, op = builder(), IndexOperator()
+    b, op = builder(), MemoryOperator()
     written = feed_items(op.apply_batch([logged(b.fact("s1", "u", "likes", "tea"), 1)]))
     items = feed_items(op.apply_batch([logged(b.retract("s1", "u", "likes", "tea"), 2)]))
     assert [(i.op, i.item_id) for i in items] == [("remove", written[0].item_id)]
@@ -53,7 +53,7 @@ def test_a_retraction_removes_and_writes_nothing() -> None:
 
 def test_a_deleted_version_is_a_broadcast_removal_and_the_last_mutation_wins() -> None:
     b = builder()
-    mutations = IndexOperator().apply_batch([logged(b.fact("s1", "u", "likes", "tea"), 1)])
+    mutations = MemoryOperator().apply_batch([logged(b.fact("s1", "u", "likes", "tea"), 1)])
     put = next(m for m in mutations if isinstance(m, PutFactVersion))
     items = feed_items([put, DeleteFactVersion(put.row.version_id)])
     assert [(i.op, i.shard, i.tenant) for i in items] == [("remove", BROADCAST, None)]
@@ -73,7 +73,7 @@ def test_big_tenants_shard_by_subject_hash_and_others_by_tenant() -> None:
 
 def test_records_round_trip_on_the_wire_without_texts() -> None:
     b = builder()
-    [item] = feed_items(IndexOperator().apply_batch([logged(b.fact("s1", "u", "likes",
+    [item] = feed_items(MemoryOperator().apply_batch([logged(b.fact("s1", "u", "likes",
                                                                    "oolong tea"), 1)]))
     rng = np.random.default_rng(0)
     cue, target = rng.standard_normal((2, 384)).astype(np.float32)

@@ -19,7 +19,7 @@ import torch
 
 from memstack.foundation.settings import Settings
 from memstack.infra.ray import RayConfig, non_loopback_listeners
-from memstack.infra.ray_cluster import NodeShape, RayCluster, free_port
+from memstack.infra.ray.cluster import NodeShape, RayCluster, free_port
 from memstack.jobs.bench.cluster_check import moved_everywhere, produce_fact_feed
 from memstack.jobs.run import worker_env
 from memstack.pipelines.consolidation.actor import WorkerStatus

@@ -15,8 +15,8 @@ import torch
 
 from memstack.foundation.settings import Settings
 from memstack.infra.ray import RayConfig, non_loopback_listeners, start_ray, stop_ray
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
+from memstack.operators.memory import MemoryOperator
 from memstack.pipelines.consolidation.actor import WorkerConfig, WorkerStatus, actor_class
 from memstack.pipelines.consolidation.distill import Distiller, StoreTeacher
 from memstack.pipelines.consolidation.feed import Sharding
@@ -60,7 +60,7 @@ def _produce(settings: Settings, encoder: MiniLMEncoder, tmp: Path) -> dict[int,
     producer = FeedProducer(settings.bootstrap, topic,
                             Distiller(StoreTeacher(events, encoder)), Sharding.parse("acme=2"))
     try:
-        publish_committed(_batches(), IndexOperator(), events, producer)
+        publish_committed(_batches(), MemoryOperator(), events, producer)
     finally:
         producer.close()
         events.close()

@@ -1,7 +1,7 @@
 """The session state as a store under the forget contract (real updater, DuckDB, MiniLM).
 
 Events go through the state's own write path (``SessionStateUpdater.apply``; snapshots into an
-in-memory changelog) and through the index operator into real DuckDB and LanceDB stores, which is
+in-memory changelog) and through the memory operator into real DuckDB and LanceDB stores, which is
 where the state store reads a forgotten event's item back from (its text and stored vector, or
 its fact's subject, relation and object, and its log position). The "log" is the events loaded
 so far (their envelopes place fact entries in their sessions). ``store.forget`` runs as the
@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 
 from memstack.operators.forget import Tombstones
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
-from memstack.operators.state_arena import SessionSums
-from memstack.operators.state_codec import restore_sums
+from memstack.operators.memory import MemoryOperator
+from memstack.operators.session_state.arena import SessionSums
+from memstack.operators.session_state.codec import restore_sums
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.contract import (
     AuditProbe,
@@ -40,7 +40,7 @@ from memstack.pipelines.forgetting.session_state_store import (
     StoreItems,
     content_hash,
 )
-from memstack.pipelines.session_state_table import SessionStateUpdater, StateItem, item_of
+from memstack.pipelines.session_state.table import SessionStateUpdater, StateItem, item_of
 from memstack.schemas.events import ForgetScope
 from tests.forget.stores import LanceUnderTest
 from tests.integration.test_session_state_live import MemorySink
@@ -93,7 +93,7 @@ class SessionStateUnderTest:
         self.store = StateThenStores(self.state, self.duckdb, self.lance.store)
 
     def load(self, events: Sequence[LoggedEvent]) -> None:
-        self.duckdb.index.apply(IndexOperator().apply_batch(events), {}, topic="t")
+        self.duckdb.index.apply(MemoryOperator().apply_batch(events), {}, topic="t")
         self.lance.load(events)
         asyncio.run(self.updater.apply(events))
         self.log.extend(events)

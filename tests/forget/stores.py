@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import PutMemory
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
@@ -19,7 +19,7 @@ class DuckDBUnderTest:
         self.store = DuckDBForgetStore(path)
 
     def load(self, events: Sequence[LoggedEvent]) -> None:
-        self.store.index.apply(IndexOperator().apply_batch(events), {}, topic="t")
+        self.store.index.apply(MemoryOperator().apply_batch(events), {}, topic="t")
 
     def visible_ids(self, tenant: str) -> set[str]:
         ids = {r.event_id for r in self.store.index.records(tenant)}
@@ -43,7 +43,7 @@ class LanceUnderTest:
         self.encoder = encoder
 
     def load(self, events: Sequence[LoggedEvent]) -> None:
-        rows = [m.row for m in IndexOperator().apply_batch(events) if isinstance(m, PutMemory)]
+        rows = [m.row for m in MemoryOperator().apply_batch(events) if isinstance(m, PutMemory)]
         if rows:
             self.store.index.merge(rows, self.encoder.encode([r.text for r in rows]))
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from memstack.jobs.bench.forget import Plan, build, measure_size, result
-from memstack.jobs.bench.forget_resolve import Sized, measure, subject_rows
-from memstack.jobs.bench.forget_worker import (
+from memstack.jobs.bench.forget.resolve import Sized, measure, subject_rows
+from memstack.jobs.bench.forget.worker import (
     INGEST_EVERY,
     SUBJECT_ROWS,
     CorpusEncoder,

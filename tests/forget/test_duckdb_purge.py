@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memstack.jobs.bench.forget_worker import event_id
+from memstack.jobs.bench.forget.worker import event_id
 from memstack.operators.forget import Tombstones
 from memstack.operators.mutations import PutRecord, RecordRow
 from memstack.pipelines.forgetting.contract import files_containing

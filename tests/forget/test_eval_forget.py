@@ -20,8 +20,8 @@ from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.eval.forget import MIX as MIX_FULL
 from memstack.jobs.eval.forget import extraction_problem, kept_items, run
-from memstack.jobs.eval.forget_oracle import CleanBuild, in_scope, matches
-from memstack.jobs.eval.forget_scopes import (
+from memstack.jobs.eval.forget.oracle import CleanBuild, in_scope, matches
+from memstack.jobs.eval.forget.scopes import (
     GeneratorError,
     Scope,
     emit_locomo,

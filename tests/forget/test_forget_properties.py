@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstack.operators.forget import ForgetRequest
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent, LogPosition
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import PutMemory
 from memstack.pipelines.forgetting import ForgetProcessor, ForgetStores, StaticLineage
 from memstack.pipelines.stores.base import Vectors
@@ -87,7 +87,7 @@ def requests(draw: st.DrawFn, events: list[LoggedEvent]) -> list[ForgetRequest]:
 
 def build(directory: Path, events: list[LoggedEvent], encoder: HashEncoder) -> ForgetStores:
     stores = ForgetStores(directory, policy=IndexPolicy(vector_min_rows=1_000_000))
-    mutations = IndexOperator().apply_batch(events)
+    mutations = MemoryOperator().apply_batch(events)
     stores.duckdb.index.apply(mutations, {}, topic="t")
     rows = [m.row for m in mutations if isinstance(m, PutMemory)]
     if rows:

@@ -21,8 +21,8 @@ from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.log import LogPosition
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.forgetting.bundle import ForgetStores
+from memstack.pipelines.forgetting.in_worker import LiveForgetting
 from memstack.pipelines.forgetting.ledger import ForgetLedger
-from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetProcessor
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector

@@ -16,13 +16,13 @@ from memstack.cli import main
 from memstack.client import MemoryClient
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
-from memstack.operators.state_codec import restore_sums
-from memstack.operators.state_keys import Head
+from memstack.operators.session_state.codec import restore_sums
+from memstack.operators.session_state.keys import Head
 from memstack.pipelines.embedding import CachingEncoder, MiniLMEncoder
 from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.forgetting import ForgetLedger, rebuild_forgetting
 from memstack.pipelines.forgetting.session_state_store import divergence
-from memstack.pipelines.session_state_table import (
+from memstack.pipelines.session_state.table import (
     KafkaSink,
     SessionStateUpdater,
     changelog_topic,

@@ -17,7 +17,7 @@ import pytest
 from memstack.pipelines.embedding import CachingEncoder, MiniLMEncoder
 from memstack.pipelines.forgetting.contract import AuditProbe
 from memstack.pipelines.forgetting.session_state_store import StoreItems, divergence
-from memstack.pipelines.session_state_table import item_of
+from memstack.pipelines.session_state.table import item_of
 from tests.forget.contract import ForgetContract, Make, _forget
 from tests.forget.givens import event_request, memory, request
 from tests.forget.reference import resolve_events

@@ -20,8 +20,8 @@ from memstack.pipelines.forgetting.auditor import Auditor
 from memstack.pipelines.forgetting.bundle import APPLIED_FILE, ForgetStores
 from memstack.pipelines.forgetting.contract import files_containing
 from memstack.pipelines.forgetting.eraser import Eraser
+from memstack.pipelines.forgetting.in_worker import LiveForgetting
 from memstack.pipelines.forgetting.ledger import ForgetLedger
-from memstack.pipelines.forgetting.live import LiveForgetting
 from memstack.pipelines.forgetting.phases import read_status
 from memstack.pipelines.forgetting.processor import ForgetOutcome, ForgetProcessor
 from memstack.pipelines.log_reader import LogRecord

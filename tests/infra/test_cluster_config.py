@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memstack.foundation.settings import Settings
-from memstack.infra.flink_cluster import (
+from memstack.infra.flink.cluster import (
     ClusterShape,
     ClusterState,
     FlinkCluster,
@@ -18,8 +18,8 @@ from memstack.infra.flink_cluster import (
 )
 from memstack.infra.net import free_port_pair
 from memstack.infra.ray import RayConfig, _on_loopback, cluster_token
-from memstack.infra.ray_cluster import NodeShape, RayCluster, RayClusterState, node_resource
-from memstack.infra.ray_paths import short_temp_dir
+from memstack.infra.ray.cluster import NodeShape, RayCluster, RayClusterState, node_resource
+from memstack.infra.ray.paths import short_temp_dir
 from memstack.pipelines.replay.errors import FlinkClusterUnavailableError
 from memstack.pipelines.replay.flink_env import check_cluster
 

@@ -18,10 +18,10 @@ from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.sealing import Shredded, open_record
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
-from memstack.operators.state_codec import restore_sums
+from memstack.operators.session_state.codec import restore_sums
 from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import read_bounded
-from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
+from memstack.pipelines.session_state.table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
 
 SECRET = "my locker code is 7731 at the Graca gym"

@@ -15,14 +15,14 @@ from memstack.client import MemoryClient
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
 from memstack.operators.log import LogPosition
-from memstack.operators.state_codec import restore_sums
+from memstack.operators.session_state.codec import restore_sums
 from memstack.pipelines import dlq
 from memstack.pipelines.consolidation.feed import FeedRecord
 from memstack.pipelines.consolidation.producer import feed_topic
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.log_reader import end_offsets, read_bounded
-from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
+from memstack.pipelines.session_state.table import changelog_topic, latest_snapshots
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event, EventKind
 from memstack.view import MemoryView

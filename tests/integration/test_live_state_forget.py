@@ -21,14 +21,14 @@ from memstack.client import MemoryClient
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
 from memstack.operators.log import LoggedEvent
-from memstack.operators.state_codec import restore_sums
-from memstack.operators.state_keys import Head
+from memstack.operators.session_state.codec import restore_sums
+from memstack.operators.session_state.keys import Head
 from memstack.pipelines.embedding import CachingEncoder, Encoder, shared_encoder
 from memstack.pipelines.faust_app import group_id
 from memstack.pipelines.forgetting.ledger import parse_request
 from memstack.pipelines.forgetting.session_state_store import divergence
 from memstack.pipelines.log_reader import read_bounded
-from memstack.pipelines.session_state_table import (
+from memstack.pipelines.session_state.table import (
     SessionStateUpdater,
     changelog_topic,
     latest_snapshots,

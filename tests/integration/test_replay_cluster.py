@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memstack.foundation.settings import Settings
-from memstack.infra.flink_cluster import FlinkCluster, rest_get
+from memstack.infra.flink.cluster import FlinkCluster, rest_get
 from memstack.infra.net import free_port_pair
 from memstack.jobs.run import worker_env
 from tests.conftest import KafkaUnderTest, settings_on_fresh_topics

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memstack.operators.log import LoggedEvent, LogPosition
-from memstack.pipelines.session_state_table import SessionStateUpdater
+from memstack.pipelines.session_state.table import SessionStateUpdater
 from memstack.schemas.events import Event
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -184,7 +184,7 @@ def test_a_batch_staged_before_the_last_is_published_sees_its_snapshots() -> Non
 
 
 def test_runs_within_cut_in_order_at_the_session_limit() -> None:
-    from memstack.pipelines.session_state_items import key_of, runs_within
+    from memstack.pipelines.session_state.items import key_of, runs_within
 
     stream = _interleaved(sessions=5, per=3)  # s0 s1 s2 s3 s4 s0 s1 ...
     runs = list(runs_within(stream, 2))

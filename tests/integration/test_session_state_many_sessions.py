@@ -10,9 +10,9 @@ import pytest
 from memstack.client import MemoryClient
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import spawn_worker
-from memstack.operators.state_codec import restore_sums
+from memstack.operators.session_state.codec import restore_sums
 from memstack.pipelines.faust_app import group_id
-from memstack.pipelines.session_state_table import changelog_topic, latest_snapshots
+from memstack.pipelines.session_state.table import changelog_topic, latest_snapshots
 
 SESSIONS, PER = 300, 2
 

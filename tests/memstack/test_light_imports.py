@@ -16,7 +16,7 @@ HEAVY = ("torch", "faust", "duckdb", "lancedb", "pyflink", "ray", "numpy", "pyar
 CLIENT_USE = """
 import json, sys
 from memstack import AsyncMemoryClient, MemoryClient, MemoryService, AsyncMemoryService
-from memstack.service_types import WriteReceipt
+from memstack.service.types import WriteReceipt
 from memstack.view.types import FactsAnswer
 from memstack.cli import build_parser
 build_parser()

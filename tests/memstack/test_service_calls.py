@@ -10,9 +10,9 @@ import pytest
 
 from memstack.foundation.errors import ConfigError
 from memstack.schemas.errors import InvalidEventError
-from memstack.service_calls import Calls, parse_sse, time_param
-from memstack.service_config import ServiceConfig
-from memstack.service_types import (
+from memstack.service.calls import Calls, parse_sse, time_param
+from memstack.service.config import ServiceConfig
+from memstack.service.types import (
     InvalidRequestError,
     NotCaughtUpError,
     ServerError,

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent, LogPosition
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import (
     DeleteFactEntry,
     DeleteFactVersion,
@@ -158,7 +158,7 @@ class Scenario:
     """Given some logged events, when more arrive (or are forgotten), then the store says..."""
 
     def __init__(self, registry: RelationRegistry | None = None) -> None:
-        self.operator = IndexOperator(registry)
+        self.operator = MemoryOperator(registry)
         self.store = Store()
         self.last: list[Mutation] = []
 

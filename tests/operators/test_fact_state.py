@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from memstack.operators.facts import FactOperator, KeyState, apply_fact, fact_entry
-from memstack.operators.index import IndexOperator
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import FactEntry, PutFactEntry
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
@@ -31,8 +31,8 @@ def test_the_pure_step_returns_a_new_state_and_leaves_the_old_one() -> None:
 
 def test_a_key_seeded_from_stored_entries_continues_like_the_original() -> None:
     stored = [fact_entry(e) for e in EVENTS[:2]]
-    seeded = IndexOperator(loader=lambda key: stored if key == KEY else [])
-    original = IndexOperator()
+    seeded = MemoryOperator(loader=lambda key: stored if key == KEY else [])
+    original = MemoryOperator()
     original.apply_batch(EVENTS[:2])
 
     more = fact("alice", "lives_in", "Rome", tt=4, valid_from=year(2021))
@@ -42,12 +42,12 @@ def test_a_key_seeded_from_stored_entries_continues_like_the_original() -> None:
 
 
 def test_snapshot_and_restore_resume_exactly() -> None:
-    op = IndexOperator()
+    op = MemoryOperator()
     op.apply_batch(EVENTS[:2])
     snapshot = op.snapshot()
     first = op.apply(EVENTS[2])
 
-    resumed = IndexOperator()
+    resumed = MemoryOperator()
     resumed.restore(snapshot)
 
     assert resumed.apply(EVENTS[2]) == first

@@ -10,8 +10,13 @@ import pytest
 import torch
 
 from memstack.operators import session_state as ss
-from memstack.operators.state_codec import SnapshotFormatError, matrix_bytes, restore, snapshot
-from memstack.operators.state_keys import Head, item_texts
+from memstack.operators.session_state.codec import (
+    SnapshotFormatError,
+    matrix_bytes,
+    restore,
+    snapshot,
+)
+from memstack.operators.session_state.keys import Head, item_texts
 from memstack.schemas.events import Event, EventKind
 from memstack.schemas.ids import uuid7
 

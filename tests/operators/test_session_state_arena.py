@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from memstack.operators import session_state as ss
-from memstack.operators.state_arena import ArenaFullError, StateArena, Terms
-from memstack.operators.state_codec import (
+from memstack.operators.session_state.arena import ArenaFullError, StateArena, Terms
+from memstack.operators.session_state.codec import (
     SnapshotFormatError,
     restore_sums,
     snapshot_slot,
     snapshot_sums,
 )
-from memstack.operators.state_keys import Head
+from memstack.operators.session_state.keys import Head
 
 HOUR = 3600.0
 T0 = 1_760_000_000.0

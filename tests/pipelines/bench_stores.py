@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memstack.operators.index import IndexOperator
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import Mutation, PutMemory
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.projector import StoreProjector
@@ -26,7 +26,7 @@ BATCH = 1000
 
 
 def batches(n: int) -> list[list[Mutation]]:
-    b, op = builder(), IndexOperator()
+    b, op = builder(), MemoryOperator()
     out = []
     for i in range(n):
         events = []

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LogPosition
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import PutRecord
 from memstack.operators.timeline import FactKey
 from memstack.pipelines.stores.base import EventIndex
@@ -139,7 +139,7 @@ class EventIndexContract:
         self, index: EventIndex
     ) -> None:
         b = builder()
-        operator = IndexOperator()
+        operator = MemoryOperator()
         batches = [
             [logged(b.fact("s", "ana", "lives_in", "Porto", valid_from=year(2022)), 5)],
             [logged(b.fact("s", "ana", "lives_in", "Lisbon", valid_from=year(2020)), 3, 1)],

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from memstack.foundation.builders import Defaults, EventBuilder
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent, LogPosition
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import MemoryRow, Mutation, PutMemory
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.stores.base import Vectors
@@ -46,11 +46,11 @@ def record(event: Event | bytes, tt: int, partition: int = 0) -> LogRecord:
     return LogRecord(TOPIC, key, value, LogPosition(at(tt), partition, tt), LOG_APPEND_TIME)
 
 
-def mutations(events: Sequence[LoggedEvent], operator: IndexOperator | None = None) -> (
+def mutations(events: Sequence[LoggedEvent], operator: MemoryOperator | None = None) -> (
     list[Mutation]
 ):
-    """What the real index operator emits for ``events``."""
-    return (operator or IndexOperator()).apply_batch(events)
+    """What the real memory operator emits for ``events``."""
+    return (operator or MemoryOperator()).apply_batch(events)
 
 
 def memories(muts: Sequence[Mutation]) -> list[MemoryRow]:

@@ -19,8 +19,8 @@ from memstack.pipelines.contracts import Plan
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
-from memstack.pipelines.session_state_projector import SessionStateStep
-from memstack.pipelines.session_state_table import SessionStateUpdater
+from memstack.pipelines.session_state.projector import SessionStateStep
+from memstack.pipelines.session_state.table import SessionStateUpdater
 from memstack.pipelines.stores.base import Vectors
 from memstack.pipelines.stores.bundle import Stores
 from tests.pipelines.helpers import TOPIC, at, builder, record, year

@@ -15,7 +15,7 @@ from memstack.operators.log import LogPosition
 from memstack.pipelines.contracts import DeadLetter, Plan
 from memstack.pipelines.faust_app import faust_broker_url
 from memstack.pipelines.faust_records import record_of
-from memstack.pipelines.live import LiveProcessor
+from memstack.pipelines.live_batches import LiveProcessor
 from memstack.pipelines.log_reader import LogRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

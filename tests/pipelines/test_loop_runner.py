@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from memstack.pipelines.session_state_projector import LoopStoppedError, loop_runner
+from memstack.pipelines.session_state.projector import LoopStoppedError, loop_runner
 
 
 def _loop_in_thread() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:

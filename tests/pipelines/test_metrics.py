@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.pipelines.contracts import DeadLetter, Plan
-from memstack.pipelines.live import BatchTimes
+from memstack.pipelines.live_batches import BatchTimes
 from memstack.pipelines.metrics import LiveMetrics, consolidation_metrics, dead_letter_reason
 from memstack.server.observe import route_of
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from memstack.foundation.errors import ConfigError
-from memstack.pipelines import onnx_export
 from memstack.pipelines.embedding import (
     EncoderMismatchError,
     MiniLMEncoder,
@@ -20,7 +19,8 @@ from memstack.pipelines.embedding import (
     record_encoder,
     recorded_encoder,
 )
-from memstack.pipelines.onnx_encoder import MAX_TOKENS, OnnxMiniLMEncoder
+from memstack.pipelines.onnx import export as onnx_export
+from memstack.pipelines.onnx.encoder import MAX_TOKENS, OnnxMiniLMEncoder
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.stores.bundle import Stores
 from tests.pipelines.helpers import TOPIC, builder, record

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstack.operators.facts import KeyState
-from memstack.operators.index import IndexOperator
 from memstack.operators.log import LoggedEvent
+from memstack.operators.memory import MemoryOperator
 from memstack.operators.mutations import FactVersion
 from memstack.operators.relations import RelationRegistry
 from memstack.operators.timeline import FactKey
@@ -138,7 +138,7 @@ def test_every_as_of_answer_matches_the_point_oracle(events: list[LoggedEvent]) 
 @given(fact_events())
 @SETTINGS
 def test_applying_the_same_events_twice_changes_nothing(events: list[LoggedEvent]) -> None:
-    op = IndexOperator(REGISTRY)
+    op = MemoryOperator(REGISTRY)
     store = Store().apply(op.apply_batch(events))
     before = Store(**{k: dict(v) for k, v in vars(store).items()})
 
@@ -154,7 +154,7 @@ def test_the_result_does_not_depend_on_batching_or_delivery_order(data: st.DataO
     events = data.draw(fact_events())
     shuffled = data.draw(st.permutations(events))
     cuts = sorted(data.draw(st.sets(st.integers(0, len(events)), max_size=3)))
-    op, store = IndexOperator(REGISTRY), Store()
+    op, store = MemoryOperator(REGISTRY), Store()
     for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
         store.apply(op.apply_batch(shuffled[lo:hi]))
 
@@ -170,7 +170,7 @@ def test_the_result_does_not_depend_on_batching_or_delivery_order(data: st.DataO
 def test_forget_equals_never_having_seen(data: st.DataObject) -> None:
     events = data.draw(fact_events())
     gone = data.draw(st.sets(st.sampled_from(events), min_size=1), label="forgotten")
-    op = IndexOperator(REGISTRY)
+    op = MemoryOperator(REGISTRY)
     store = Store().apply(op.apply_batch(events))
 
     store.apply(op.forget(e.event.event_id for e in gone))
@@ -185,7 +185,7 @@ def test_forget_equals_never_having_seen(data: st.DataObject) -> None:
 @given(fact_events())
 @SETTINGS
 def test_seeding_a_key_from_its_entries_equals_building_it(events: list[LoggedEvent]) -> None:
-    op = IndexOperator(REGISTRY)
+    op = MemoryOperator(REGISTRY)
     store = Store().apply(op.apply_batch(events))
     for state in op.snapshot().states:
         seeded = KeyState.from_entries(state.key, reversed(state.entries),

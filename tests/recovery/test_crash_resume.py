@@ -195,10 +195,10 @@ def assert_session_state_equals_a_clean_pass(topics: Settings) -> None:
 
     from memstack.foundation.sealing import open_record
     from memstack.operators.log import LoggedEvent
-    from memstack.operators.state_codec import restore_sums
+    from memstack.operators.session_state.codec import restore_sums
     from memstack.pipelines.embedding import shared_encoder
     from memstack.pipelines.faust_app import group_id
-    from memstack.pipelines.session_state_table import (
+    from memstack.pipelines.session_state.table import (
         SessionStateUpdater,
         changelog_topic,
         latest_snapshots,

@@ -25,7 +25,7 @@ import torch
 
 from memstack.operators.log import LoggedEvent, LogPosition
 from memstack.pipelines.embedding import shared_encoder
-from memstack.pipelines.session_state_table import (
+from memstack.pipelines.session_state.table import (
     KafkaSink,
     SessionStateUpdater,
     ensure_changelog_topic,

@@ -21,8 +21,8 @@ from mcp import ClientSession
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.jobs.run import worker_env
 from memstack.schemas.errors import InvalidEventError
-from memstack.service_client import AsyncMemoryService, MemoryService
-from memstack.service_types import (
+from memstack.service.client import AsyncMemoryService, MemoryService
+from memstack.service.types import (
     AuthenticationError,
     Change,
     ConflictError,

@@ -13,7 +13,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from memstack.service_client import MemoryService
+from memstack.service.client import MemoryService
 from tests.service.conftest import KEYS, Service, event, fact
 
 

@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 
 from memstack.integrations.langgraph import MemstackStore, ReadOnlyStoreError
-from memstack.service_client import MemoryService
+from memstack.service.client import MemoryService
 from tests.service.conftest import KEYS, Service
 
 

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memstack.foundation.settings import Settings
 from memstack.jobs.service import spawn_service
-from memstack.service_client import MemoryService
+from memstack.service.client import MemoryService
 from tests.conftest import KafkaUnderTest
 from tests.service.conftest import KEYS, Service, event, fact, fresh_settings, stop_service
 from tests.service.otlp_receiver import OtlpReceiver, otlp_receiver

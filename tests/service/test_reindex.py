@@ -26,7 +26,7 @@ from memstack.jobs.run import worker_env
 from memstack.pipelines.embedding import recorded_encoder
 from memstack.pipelines.replay.switch import current_stores
 from memstack.pipelines.stores.bundle import Stores
-from memstack.service_client import MemoryService
+from memstack.service.client import MemoryService
 from tests.conftest import KafkaUnderTest
 from tests.service.conftest import KEYS, fresh_settings, running_service
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memstack.jobs.bench.scale_workload import scale_log, tenant_name
+from memstack.jobs.bench.scale.workload import scale_log, tenant_name
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.shards.layout import shard_dir

@@ -22,7 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstack.foundation.settings import Settings
-from memstack.jobs.bench.scale_workload import scale_log, tenant_name
+from memstack.jobs.bench.scale.workload import scale_log, tenant_name
 from memstack.jobs.shards import discover_workers, spawn_shard_worker, wait_for_cards
 from memstack.pipelines.stores.bundle import Stores
 from memstack.server.api_keys import ApiKeys

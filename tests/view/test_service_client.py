@@ -15,8 +15,8 @@ import pytest
 from memstack.infra.net import free_port_pair
 from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
-from memstack.service_client import AsyncMemoryService, MemoryService
-from memstack.service_types import (
+from memstack.service.client import AsyncMemoryService, MemoryService
+from memstack.service.types import (
     AuthenticationError,
     InvalidRequestError,
     PermissionDeniedError,

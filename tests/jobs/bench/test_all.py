@@ -26,8 +26,8 @@ def test_every_benchmark_and_evaluation_is_found_and_helpers_are_not() -> None:
                    ("eval", "locomo"), ("bench", "forget"), ("eval", "forget")):
         assert wanted in found
     names = {name for _, name in found}
-    assert not names & {"all", "exact", "workload", "locomo_data", "consolidate_actor",
-                        "forget_worker", "forget_oracle", "forget_scopes"}
+    assert not names & {"all", "exact", "workload", "locomo_data", "actor", "worker", "oracle",
+                        "scopes", "consolidate.actor", "forget.worker"}
     assert found.index(("bench", "ingest")) < found.index(("eval", "stale"))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memstack.jobs.bench.consolidate import _items_at_90
-from memstack.jobs.bench.consolidate_data import RELATIONS, _texts
+from memstack.jobs.bench.consolidate.data import RELATIONS, _texts
 
 
 def test_facts_are_a_fixed_shuffle_whose_smaller_runs_are_prefixes() -> None:

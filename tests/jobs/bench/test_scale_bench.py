@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memstack.jobs.bench.scale import PARTITIONS, WARM_PER_PARTITION, warm_up_log
-from memstack.jobs.bench.scale_workload import scale_log
+from memstack.jobs.bench.scale.workload import scale_log
 from memstack.operators.log import LogPosition
 from memstack.pipelines.embedding import shared_encoder
 from memstack.pipelines.log_reader import LogRecord

@@ -4,8 +4,8 @@ tenants or missed its write) is reported: the negative controls of ``memstack ev
 
 from __future__ import annotations
 
-from memstack.jobs.eval.faults_checker import StoreSnapshot, check, token_tenant
-from memstack.jobs.eval.faults_history import Forget, History, Read, Write
+from memstack.jobs.eval.faults.checker import StoreSnapshot, check, token_tenant
+from memstack.jobs.eval.faults.history import Forget, History, Read, Write
 
 
 def history() -> History:
@@ -86,7 +86,7 @@ def test_token_tenant() -> None:
 
 
 def test_consolidation_steps_are_window_aligned_and_end_at_the_stop() -> None:
-    from memstack.jobs.eval.faults_consolidate import parse_offsets, steps
+    from memstack.jobs.eval.faults.consolidate import parse_offsets, steps
 
     stop = parse_offsets("0:0,1:300,2:130")
     assert stop == {0: 0, 1: 300, 2: 130}

@@ -8,7 +8,7 @@ import json
 import random
 from collections import Counter
 
-from memstack.jobs.eval.faults_fuzz import (
+from memstack.jobs.eval.faults.fuzz import (
     HUGE,
     MAYBE,
     MUTATIONS,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, cast
 
-from memstack.jobs.eval.faults_history import History
-from memstack.jobs.eval.faults_workload import DOOMED_EVERY, Workload, session_of
+from memstack.jobs.eval.faults.history import History
+from memstack.jobs.eval.faults.workload import DOOMED_EVERY, Workload, session_of
 
 
 def test_every_tenth_batch_is_doomed_and_alone_in_its_session() -> None:

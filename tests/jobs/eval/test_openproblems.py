@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from memstack.jobs.eval import openproblems_state as st
 from memstack.jobs.eval.bm25 import BM25
 from memstack.jobs.eval.locomo_data import Conversation, Question, Turn
-from memstack.jobs.eval.openproblems_data import Asked, Stream, recall_at
-from memstack.jobs.eval.openproblems_weights import (
+from memstack.jobs.eval.openproblems import state as st
+from memstack.jobs.eval.openproblems.data import Asked, Stream, recall_at
+from memstack.jobs.eval.openproblems.weights import (
     WeightsPlan,
     decode,
     dense_with_notes,
@@ -187,8 +187,8 @@ def test_stream_through_the_ray_actor_equals_the_joint_solve(tmp_path: object) -
     import ray
 
     from memstack.infra.ray import RayConfig, start_ray, stop_ray
-    from memstack.infra.ray_paths import short_temp_dir
-    from memstack.jobs.eval.openproblems_weights import consolidate_stream
+    from memstack.infra.ray.paths import short_temp_dir
+    from memstack.jobs.eval.openproblems.weights import consolidate_stream
     from memstack.jobs.measure import Report
     from memstack.pipelines.consolidation.actor import applier_class
 

@@ -1,0 +1,158 @@
+"""Open problem 3: the session state against a context window, fair in bytes and in tokens.
+
+For every question and every distance N of a grid, the question is asked when its last
+evidence turn lies N turns back (after turn ``last + N``). Compared, on the same prefix of the
+stream:
+
+- the **session state** (the real operators: :func:`~memstack.operators.session_state.update`
+  per turn, key = value = the turn's embedding, log time = the turn's time, read with
+  ``read_vectors`` and decoded with ``score_values`` against the turns written so far): its top
+  10 turns;
+- a **byte window**: the latest whole turns whose UTF-8 text (one line each) fits in the bytes of
+  the state's snapshot (``session_state.codec.snapshot_sums``, fixed by the config);
+- a **budget window**: the latest whole turns that fit the context budget's tokens
+  (``estimate_tokens``, 2,000 tokens: ``context()``'s default).
+
+Recall is the share of the question's evidence turns in the top 10 (state) or in the window.
+The state decodes against the stored turns (the stores hold them; its bytes do not), which the
+figures do not charge it for: docs/session-state.md says so next to the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from memstack.jobs.eval.openproblems.data import Asked, Stream, recall_at
+from memstack.operators.session_state import (
+    StateConfig,
+    empty,
+    make_items,
+    query_key,
+    read_vectors,
+    score_values,
+    update,
+)
+from memstack.operators.session_state.arena import SessionSums
+from memstack.operators.session_state.codec import snapshot_sums
+from memstack.operators.session_state.keys import N_HEADS, Head
+from memstack.view.context import estimate_tokens
+
+GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+NEAR_BELOW = 16
+"""Near: evidence fewer than 16 turns back (inside ``context()``'s recent turns and more)."""
+FAR_FROM = 64
+"""Far: evidence 64 or more turns back (a few sessions of LoCoMo ago)."""
+BUDGET_TOKENS = 2000
+K = 10
+
+
+@dataclass(frozen=True)
+class Point:
+    """One question asked at distance ``n``: the recall of each contender."""
+
+    n: int
+    state: float
+    window_bytes: float
+    window_budget: float
+
+
+def state_bytes(config: StateConfig) -> int:
+    """The snapshot size of a state with this config (fixed by the config)."""
+    d = config.dim
+    sums = SessionSums(config, torch.zeros(N_HEADS, d + 1, 2 * d + 1, dtype=config.torch_dtype),
+                       0.0, 0.0, (0,) * N_HEADS)
+    return len(snapshot_sums(sums))
+
+
+def window(texts: Sequence[str], end: int, fits: int, cost: str) -> set[int]:
+    """Positions of the latest whole turns before ``end`` whose cost fits in ``fits``."""
+    used, out = 0, set()
+    for i in range(end - 1, -1, -1):
+        size = len(texts[i].encode()) + 1 if cost == "bytes" else estimate_tokens(texts[i])
+        if used + size > fits:
+            break
+        used += size
+        out.add(i)
+    return out
+
+
+def asked_at(stream: Stream, grid: Sequence[int] = GRID) -> dict[int, list[tuple[Asked, int]]]:
+    """Prefix length -> the (question, N) pairs asked after that many turns."""
+    at: dict[int, list[tuple[Asked, int]]] = defaultdict(list)
+    for a in stream.asked:
+        for n in grid:
+            end = a.last + n + 1
+            if end <= len(stream):
+                at[end].append((a, n))
+    return at
+
+
+def measure(stream: Stream, config: StateConfig) -> list[Point]:
+    """Walk the stream through the state; at every needed prefix, ask its questions."""
+    at = asked_at(stream)
+    size = state_bytes(config)
+    state = empty(config)
+    vectors = torch.from_numpy(stream.vectors).to(torch.float64)
+    points: list[Point] = []
+    for i in range(len(stream)):
+        item = make_items(config, [f"t{i}"], [Head.TURNS], vectors[i:i + 1], vectors[i:i + 1],
+                          [stream.times[i]])
+        state = update(state, item)
+        pairs = at.get(i + 1)
+        if not pairs:
+            continue
+        ranked = _read(state, [a for a, _ in pairs], config)
+        in_bytes = window(stream.texts, i + 1, size, "bytes")
+        in_budget = window(stream.texts, i + 1, BUDGET_TOKENS, "tokens")
+        for (a, n), top in zip(pairs, ranked, strict=True):
+            ev = set(a.evidence)
+            points.append(Point(n, recall_at(top, a.evidence, K), len(ev & in_bytes) / len(ev),
+                                len(ev & in_budget) / len(ev)))
+    return points
+
+
+def _read(state: object, asked: Sequence[Asked], config: StateConfig) -> list[list[int]]:
+    from memstack.operators.session_state import SessionState
+
+    assert isinstance(state, SessionState)
+    q = torch.stack([query_key(config, torch.from_numpy(a.vector)) for a in asked])
+    out, mean_v = read_vectors(state, q, Head.TURNS)
+    scores = score_values(out, mean_v, state.values)
+    k = min(K, scores.shape[1])
+    return [list(map(int, row)) for row in torch.topk(scores, k, dim=1).indices.tolist()]
+
+
+def curve(points: Sequence[Point]) -> dict[int, tuple[float, float, float, int]]:
+    """N -> (state, byte window, budget window, questions)."""
+    by_n: dict[int, list[Point]] = defaultdict(list)
+    for p in points:
+        by_n[p.n].append(p)
+    return {n: (float(np.mean([p.state for p in ps])), float(np.mean([p.window_bytes for p in ps])),
+                float(np.mean([p.window_budget for p in ps])), len(ps))
+            for n, ps in sorted(by_n.items())}
+
+
+def summary(points: Sequence[Point], prefix: str = "") -> dict[str, float]:
+    """Near/far means and the crossover (the first N where the state beats the byte window;
+    -1 when it never does)."""
+    out: dict[str, float] = {}
+    bands = {"near": [p for p in points if p.n < NEAR_BELOW],
+             "far": [p for p in points if p.n >= FAR_FROM]}
+    for band, chosen in bands.items():
+        out[f"{prefix}state_recall_{band}"] = _mean([p.state for p in chosen])
+        out[f"{prefix}window_recall_{band}"] = _mean([p.window_bytes for p in chosen])
+        out[f"{prefix}budget_window_recall_{band}"] = _mean([p.window_budget for p in chosen])
+    cross = [n for n, (s, w, _, _) in curve(points).items() if s > w]
+    out[f"{prefix}crossover_turns"] = float(cross[0]) if cross else -1.0
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
+

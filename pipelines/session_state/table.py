@@ -1,0 +1,368 @@
+"""Durable session state in the live pipeline: an in-place arena, snapshots in a changelog topic.
+
+Per batch of logged events the :class:`SessionStateUpdater` embeds the items' texts (or takes the
+commit path's vectors of them), adds every
+session's terms in one batched in-place update (:class:`StateArena`), and writes one snapshot per
+touched session (:func:`snapshot_sums` bytes, fixed size) to the changelog topic, keyed
+``tenant/session`` on the partition of the session's events, and waits for the broker's
+acknowledgements. The changelog is compacted: the latest snapshot per session is the state, and a
+tombstone (``None``) drops it. Its Kafka bindings (the Faust table, the sinks) are in
+:mod:`memstack.pipelines.session_state.changelog`, re-exported here.
+
+Exactly once in effect: every session's snapshot carries the next offset per events partition
+(``marks["p<partition>"]``); events below it are skipped, so a redelivered batch adds nothing.
+The snapshot is acknowledged *before* the stores commit the batch's offsets (step 5 of
+:class:`~memstack.pipelines.commit_path.CommitPath`), so a crash never leaves the stores ahead
+of the state.
+
+Forgetting: :meth:`SessionStateUpdater.removal` plans, :meth:`~SessionStateUpdater.apply_removal`
+subtracts exactly the terms of forgotten items (their texts, log positions and times recovered
+from the stores, see ``memstack.pipelines.forgetting.session_state_store``), once per forget
+request (``marks["f<partition>"]``); a session left with no item is dropped (a tombstone).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from memstack.foundation.log_coordinates import advance
+from memstack.operators.log import LoggedEvent
+from memstack.operators.session_state import StateConfig, _projection
+from memstack.operators.session_state.arena import SessionSums, StateArena, Terms
+from memstack.operators.session_state.codec import restore_sums, snapshot_slot, snapshot_sums
+from memstack.operators.session_state.keys import EMBED_DIM, N_HEADS, project
+from memstack.pipelines.embedding import Encoder
+from memstack.pipelines.session_state.changelog import (  # re-exported: the table's bindings
+    CHANGELOG_CONFIGS,
+    TABLE_NAME,
+    FaustTableSink,
+    KafkaSink,
+    changelog_topic,
+    define_table,
+    ensure_changelog_topic,
+    latest_snapshots,
+)
+from memstack.pipelines.session_state.items import (  # re-exported: the state's items
+    StateItem,
+    applied,
+    by_key,
+    item_of,
+    key_of,
+    runs_within,
+    session_key,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIG = StateConfig(dim=128)
+
+Vectors = Mapping[str, npt.NDArray[np.float32]]
+"""Embeddings by text (a plan's :attr:`~memstack.pipelines.contracts.Plan.vectors`)."""
+
+__all__ = [
+    "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "TABLE_NAME", "ApplyResult", "ChangelogSink",
+    "FaustTableSink", "KafkaSink", "Removal", "SessionStateUpdater", "SnapshotSource", "Staged",
+    "StateItem", "applied", "changelog_topic", "define_table", "ensure_changelog_topic",
+    "item_of", "key_of", "latest_snapshots", "session_key",
+]
+
+
+class ChangelogSink(Protocol):
+    """Where snapshots go: ``send`` one keyed value (None: tombstone) to a partition; ``flush``
+    returns once the broker acknowledged everything sent."""
+
+    def send(self, partition: int, key: str, value: bytes | None) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+class SnapshotSource(Protocol):
+    """The latest snapshot bytes of a session key (None: no state)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What one batch did: items added, sessions written, events skipped as already applied."""
+
+    items: int
+    sessions: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A batch added to the arena, its snapshots not sent yet (``SessionStateUpdater.stage``)."""
+
+    snapshots: list[tuple[int, str, bytes]]
+    """``(partition, session key, snapshot bytes)`` per touched session."""
+    result: ApplyResult
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What one forget request does to the states (:meth:`SessionStateUpdater.removal`)."""
+
+    mark: tuple[int, int]
+    """The request's ``(partition, offset)`` in the forget topic."""
+    subtract: dict[str, list[StateItem]] = field(default_factory=dict)
+    """Per session, the terms to subtract: items the state added, each once."""
+    drop: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Sessions every one of whose items goes: ``(partition, items)``; dropped whole."""
+    last_times: dict[str, float] = field(default_factory=dict)
+    """Per session in ``subtract``, its new last log time: its latest surviving item's."""
+
+    @property
+    def items(self) -> list[StateItem]:
+        return [item for group in self.subtract.values() for item in group]
+
+    @property
+    def terms(self) -> int:
+        return len(self.items) + sum(n for _, n in self.drop.values())
+
+
+class SessionStateUpdater:
+    """Applies batches of logged events to the session states of one worker."""
+
+    def __init__(self, sink: ChangelogSink, source: SnapshotSource, encoder: Encoder, *,
+                 config: StateConfig = DEFAULT_CONFIG, capacity: int = 256) -> None:
+        self.sink, self.source, self.encoder, self.config = sink, source, encoder, config
+        self.arena = StateArena(config, capacity)
+        self._lru: OrderedDict[str, None] = OrderedDict()
+        self._proj = _projection(config.seed, config.dim, config.torch_dtype)
+        self._unsent: dict[str, bytes] = {}
+        """Snapshots :meth:`stage` cut that :meth:`publish` has not sent yet: a session evicted
+        in between reloads from here, not from the source's older snapshot."""
+        self._unsent_lock = threading.Lock()
+
+    def state(self, key: str) -> SessionSums | None:
+        """The current state of ``key`` (from the arena, else its latest snapshot)."""
+        slot = self.arena.slot_of(key)
+        if slot is not None:
+            return self.arena.cut(slot)
+        data = self._stored(key)
+        return None if data is None else restore_sums(data)
+
+    def _stored(self, key: str) -> bytes | None:
+        with self._unsent_lock:
+            if key in self._unsent:
+                return self._unsent[key]
+        return self.source.get(key)
+
+    def _slot(self, key: str) -> int:
+        slot = self.arena.slot_of(key)
+        if slot is None:
+            if len(self.arena) >= self.arena.capacity:  # evict the least recently used
+                old, _ = self._lru.popitem(last=False)
+                self.arena.free(old)  # its latest snapshot is stored, or in self._unsent
+            data = self._stored(key)
+            slot = (self.arena.load(key, restore_sums(data)) if data is not None
+                    else self.arena.slot(key))
+        self._lru[key] = None
+        self._lru.move_to_end(key)
+        return slot
+
+    def texts(self, events: Sequence[LoggedEvent]) -> list[str]:
+        """The texts :meth:`stage` embeds for ``events``: the items' keys, then their values."""
+        items = [i for e in events if (i := item_of(e)) is not None]
+        return [i.texts.key_text for i in items] + [i.texts.value_text for i in items]
+
+    def warm_items(self, items: Sequence[StateItem]) -> None:
+        """Embed the items' texts now, so that a caching encoder answers the next step at once."""
+        self._embedded(items)
+
+    def _embedded(self, items: Sequence[StateItem],
+                  known: Vectors | None = None) -> npt.NDArray[np.float64]:
+        """Key then value embeddings (2m, 384): stored vectors where given, then ``known``
+        vectors by text (the commit path's), else encoded."""
+        m = len(items)
+        out = np.empty((2 * m, EMBED_DIM), dtype=np.float64)
+        todo = [n for n, item in enumerate(items) if item.vector is None]
+        for n, item in enumerate(items):
+            if item.vector is not None:
+                out[n] = out[m + n] = item.vector
+        if todo:
+            texts = ([items[n].texts.key_text for n in todo]
+                     + [items[n].texts.value_text for n in todo])
+            encoded = self._encode(texts, known or {})
+            out[todo] = encoded[:len(todo)]
+            out[[m + n for n in todo]] = encoded[len(todo):]
+        return out
+
+    def _encode(self, texts: list[str], known: Vectors) -> npt.NDArray[np.float64]:
+        """``texts``' embeddings: ``known`` ones as given, the others through the encoder."""
+        missing = [t for t in texts if t not in known]
+        if len(missing) == len(texts):
+            return np.asarray(self.encoder.encode(texts), dtype=np.float64)
+        found = dict(known)
+        if missing:
+            found.update(zip(missing, self.encoder.encode(missing), strict=True))
+        return np.stack([np.asarray(found[t], dtype=np.float64) for t in texts])
+
+    def _terms(self, slots: Sequence[int], items: Sequence[StateItem],
+               known: Vectors | None = None) -> Terms:
+        """The items' terms: projected unit keys/values, weight 1."""
+        vectors = torch.from_numpy(self._embedded(items, known))
+        n = len(items)
+        return Terms(torch.tensor(list(slots), dtype=torch.int64),
+                     torch.tensor([int(i.texts.head) for i in items], dtype=torch.int64),
+                     project(vectors[:n], self._proj), project(vectors[n:], self._proj),
+                     torch.tensor([i.log_time for i in items], dtype=torch.float64),
+                     torch.ones(n, dtype=torch.float64))
+
+    async def apply(self, events: Sequence[LoggedEvent]) -> ApplyResult:
+        """Add the events' items, write the touched sessions' snapshots, wait for the acks."""
+        return await self.publish(self.stage(events))
+
+    def stage(self, events: Sequence[LoggedEvent], vectors: Vectors | None = None) -> Staged:
+        """Add the events' items to the arena and cut the touched sessions' snapshots, on the
+        calling thread (the worker's store thread: the arithmetic stays off the event loop);
+        :meth:`publish` then sends them. Call both from one thread at a time, in order.
+        ``vectors``: embeddings by text (the commit path's); texts not in it are encoded.
+
+        Events touching more sessions than the arena holds (a batch of 512 over many users)
+        are staged in runs of at most ``capacity`` sessions, each run's snapshots cut before
+        the next may evict its sessions."""
+        snapshots: dict[str, tuple[int, bytes]] = {}
+        added = skipped = 0
+        for run in runs_within(events, self.arena.capacity):
+            fresh, skips = self._fresh(run)
+            items = [i for e in fresh if (i := item_of(e)) is not None]
+            if items:
+                self.arena.add(self._terms([self._slot(i.key) for i in items], items, vectors))
+            touched: dict[str, int] = {}
+            for logged in fresh:  # marks move for every event, with or without an item
+                key, pos = key_of(logged.event), logged.position
+                marks = self.arena.marks[self._slot(key)]
+                advance(marks, f"p{pos.partition}", pos.offset)
+                touched[key] = pos.partition
+            cut = {key: snapshot_slot(self.arena, self._slot(key)) for key in touched}
+            snapshots.update((key, (touched[key], snap)) for key, snap in cut.items())
+            with self._unsent_lock:
+                self._unsent.update(cut)
+            added, skipped = added + len(items), skipped + skips
+        return Staged([(partition, key, snap) for key, (partition, snap) in snapshots.items()],
+                      ApplyResult(added, len(snapshots), skipped))
+
+    async def publish(self, staged: Staged) -> ApplyResult:
+        """Send :meth:`stage`'s snapshots to the changelog (on the sink's loop), wait for the
+        acknowledgements."""
+        for partition, key, snapshot in staged.snapshots:
+            self.sink.send(partition, key, snapshot)
+            with self._unsent_lock:  # the source holds it now (unless staged again since)
+                if self._unsent.get(key) is snapshot:
+                    del self._unsent[key]
+        await self.sink.flush()
+        return staged.result
+
+    def _fresh(self, events: Sequence[LoggedEvent]) -> tuple[list[LoggedEvent], int]:
+        """Events not yet in their session's state (by the snapshot's offset marks)."""
+        fresh: list[LoggedEvent] = []
+        seen: set[tuple[int, int]] = set()
+        for logged in events:
+            pos = logged.position
+            marks = self.arena.marks[self._slot(key_of(logged.event))]
+            if pos.offset < marks.get(f"p{pos.partition}", 0) or (
+                    (pos.partition, pos.offset) in seen):
+                continue
+            seen.add((pos.partition, pos.offset))
+            fresh.append(logged)
+        return fresh, len(events) - len(fresh)
+
+    async def remove(self, events: Sequence[LoggedEvent], request_mark: tuple[int, int]) -> int:
+        """Subtract exactly the terms of forgotten ``events``; the number of terms removed.
+
+        See :meth:`removal` (a session left with no item is dropped).
+        """
+        items = [i for e in events if (i := item_of(e)) is not None]
+        return (await self.apply_removal(self.removal(items, request_mark))).terms
+
+    def removal(self, items: Sequence[StateItem], request_mark: tuple[int, int],
+                kept: Sequence[StateItem] | None = None) -> Removal:
+        """What forgetting ``items`` (recomputed from the stores) does; nothing is changed yet.
+
+        ``request_mark`` is the forget request's ``(partition, offset)`` in the forget topic: a
+        session that already applied it (or a later one of that partition) skips it, so a
+        request processed twice subtracts once. Items the state never added (at or past its
+        offset marks) are skipped. A session all of whose items go is dropped whole. ``kept``:
+        items the stores keep for the same sessions; the latest of them becomes the session's
+        last log time (its default read time), as in a state that never saw the forgotten ones.
+        Call it between batches (it reads the states' marks and counts).
+        """
+        r_part, r_off = request_mark
+        plan = Removal(request_mark)
+        later = by_key(kept or ())
+        for key, group in by_key(items).items():
+            if self.arena.slot_of(key) is None and self._stored(key) is None:
+                continue
+            slot = self._slot(key)
+            marks = self.arena.marks[slot]
+            if r_off < marks.get(f"f{r_part}", 0):
+                continue
+            added = [i for i in group if applied(i, marks)]
+            if not added:
+                continue
+            heads = torch.bincount(torch.tensor([int(i.texts.head) for i in added]),
+                                   minlength=N_HEADS)
+            if torch.equal(heads, self.arena.counts[slot]):
+                plan.drop[key] = (added[0].partition, len(added))
+                continue
+            plan.subtract[key] = added
+            gone = {i.event_id for i in added}
+            times = [i.log_time for i in later.get(key, ())
+                     if applied(i, marks) and i.event_id not in gone]
+            if times:
+                plan.last_times[key] = max(times)
+        return plan
+
+    async def apply_removal(self, plan: Removal) -> Removal:
+        """Carry out :meth:`removal`'s plan: subtract, snapshot or tombstone, wait for the acks."""
+        r_part, r_off = plan.mark
+        for key, group in plan.subtract.items():
+            slot = self._slot(key)
+            self.arena.subtract(self._terms([slot] * len(group), group))
+            self.arena.marks[slot][f"f{r_part}"] = r_off + 1
+            if key in plan.last_times:
+                self.arena.last[slot] = min(float(self.arena.last[slot]), plan.last_times[key])
+            self.sink.send(group[0].partition, key, snapshot_sums(self.arena.cut(slot)))
+        for key, (partition, _) in plan.drop.items():
+            self._forget_slot(key)
+            self.sink.send(partition, key, None)
+        await self.sink.flush()
+        return plan
+
+    async def drop(self, keys: Iterable[tuple[str, int]]) -> int:
+        """Drop whole sessions ``(key, partition)``: out of the arena, a tombstone in the log."""
+        n = 0
+        for key, partition in keys:
+            self._forget_slot(key)
+            self.sink.send(partition, key, None)
+            n += 1
+        await self.sink.flush()
+        return n
+
+    def _forget_slot(self, key: str) -> None:
+        self.arena.evict(key)
+        self._lru.pop(key, None)
+        with self._unsent_lock:
+            self._unsent.pop(key, None)
+
+    def recompute(self, items: Sequence[StateItem]) -> dict[str, SessionSums]:
+        """The states that ``items`` alone build, per session (a scratch arena; nothing is
+        written): what a state should hold, for audits and tests."""
+        keys = sorted({i.key for i in items})
+        scratch = StateArena(self.config, max(1, len(keys)))
+        slots = {key: scratch.slot(key) for key in keys}
+        if items:
+            scratch.add(self._terms([slots[i.key] for i in items], items))
+        return {key: scratch.cut(slot) for key, slot in slots.items()}
