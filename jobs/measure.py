@@ -106,6 +106,10 @@ def json_stdout() -> Iterator[TextIO]:
 def load(family: str, name: str) -> Callable[..., Result]:
     """Find ``memstack.jobs.<family>.<name>.run``.
 
+    A measurement is a module, or a package whose ``__init__`` is the measurement and whose
+    modules are its helpers (``memstack.jobs.eval.faults`` and ``faults.nemeses``): the name
+    stays the same either way.
+
     The lab (``memstack.jobs.bench`` and ``memstack.jobs.eval``) is only there in a checkout
     (pyproject.toml's ``[tool.memstack]``): without it, :class:`LabNotInstalledError` says
     where to run it from. Nothing else in the package imports the lab.
