@@ -35,7 +35,7 @@ LAYER = {"schemas": 0, "foundation": 0,
          "jobs": 4,
          "cli": 5}
 """The layer of each part of the package, by the name after ``memstack.``."""
-EXACT = {"memstack": 5, "memstack.view.types": 1}
+EXACT = {"memstack": 5, "memstack.view.types": 1, "memstack.view.reads": 1}
 """Modules placed apart from their part: the root package (lazy exports of the facade) and the
 query vocabulary, which the light HTTP clients decode answers into."""
 

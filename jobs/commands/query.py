@@ -75,14 +75,18 @@ def _specific(op: str, p: argparse.ArgumentParser) -> None:
 
 
 def query_of(args: argparse.Namespace) -> Any:
+    """The query of the command line, as the operation's parameter model takes it."""
     from memstack.view.ops import Query
+    from memstack.view.reads import READS
 
     get = vars(args).get
-    return Query(args.op, args.valid, args.known, subject=get("subject"),
-                 relation=get("relation"), text=get("text"), k=get("k") or 10,
-                 kinds=tuple(get("kind") or ()), session=get("session"),
-                 mode=get("mode") or "hybrid", start=get("start"), end=get("end"),
-                 limit=get("limit"), budget_tokens=get("budget") or 2000)
+    given = {"subject": get("subject"), "relation": get("relation"), "text": get("text"),
+             "k": get("k"), "kinds": get("kind") or None, "session": get("session"),
+             "mode": get("mode"), "start": get("start"), "end": get("end"),
+             "limit": get("limit"), "budget_tokens": get("budget")}
+    taken = READS[args.op].params.model_fields
+    return Query(args.op, args.valid, args.known,
+                 **{k: v for k, v in given.items() if k in taken and v is not None})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +129,7 @@ def _remote(args: argparse.Namespace, query: Any) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = f"{args.url.rstrip('/')}/v1/tenants/{args.tenant}/{args.op}"
     try:
-        params = {**query.params(), **({"after": args.after} if args.after else {})}
+        params = {**query.params_json(), **({"after": args.after} if args.after else {})}
         response = httpx.get(url, params=params, headers=headers, timeout=90.0)
     except httpx.HTTPError as exc:
         raise RemoteQueryError(f"cannot reach {args.url}: {exc}; is `memstack serve` up?") from exc

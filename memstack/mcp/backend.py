@@ -15,7 +15,14 @@ from typing import Any, Protocol
 
 from memstack.schemas.events import ForgetScope
 from memstack.service.types import ForgetReceipt, ForgetStatus, WriteReceipt
-from memstack.view.types import Context, FactsAnswer, HistoryAnswer, SearchAnswer, SearchMode
+from memstack.view.types import (
+    Context,
+    FactsAnswer,
+    HistoryAnswer,
+    RecordsAnswer,
+    SearchAnswer,
+    SearchMode,
+)
 
 Time = datetime | date | str
 
@@ -52,6 +59,11 @@ class MemoryBackend(Protocol):
                session: str | None = None, subject: str | None = None,
                mode: SearchMode = "hybrid", valid: Time | None = None,
                known: Time | None = None, after: str | None = None) -> Awaitable[SearchAnswer]:
+        ...
+
+    def records(self, session: str | None = None, *, start: Time | None = None,
+                end: Time | None = None, limit: int | None = None, valid: Time | None = None,
+                known: Time | None = None, after: str | None = None) -> Awaitable[RecordsAnswer]:
         ...
 
     def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,

@@ -1,7 +1,8 @@
 """The MCP tools of memstack, over a :class:`~memstack.mcp.backend.MemoryBackend`.
 
 Writes: ``record`` (a message, observation or note), ``assert_fact``, ``retract_fact``,
-``forget``. Reads: ``search``, ``facts``, ``history``, ``context``. Every tool answers JSON;
+``forget``. Reads: ``search``, ``facts``, ``history``, ``records``, ``context``, with the
+parameters of :mod:`memstack.view.reads` (and ``after``). Every tool answers JSON;
 a write's ``position`` passed as ``after`` makes a read wait until the write is in it. Times
 are RFC 3339 (``2024-05-01T12:00:00Z``) or dates (``2024-05-01``); ``current`` means now.
 A failed call answers an error result whose text says what to change.
@@ -160,21 +161,34 @@ def _read_tools(server: MCPServer, memory: Callable[[Context], MemoryBackend]) -
     @server.tool()
     @explained
     async def history(subject: str, ctx: Context, relation: str | None = None,
-                      known: str | None = None, after: str | None = None) -> Json:
+                      valid: str | None = None, known: str | None = None,
+                      after: str | None = None) -> Json:
         """Every version of a subject's facts: valid interval and when memory knew it."""
-        return to_json(await memory(ctx).history(subject, relation, known=as_of(known),
-                                                 after=after))
+        return to_json(await memory(ctx).history(subject, relation, valid=as_of(valid),
+                                                 known=as_of(known), after=after))
 
     @server.tool()
     @explained
-    async def search(text: str, ctx: Context, k: int = 10, session: str | None = None,
-                     subject: str | None = None, mode: Mode = "hybrid",
-                     valid: str | None = None, known: str | None = None,
-                     after: str | None = None) -> Json:
-        """Search what was recorded (BM25 + vector), with the event each hit came from."""
+    async def search(text: str, ctx: Context, k: int = 10, kinds: list[str] | None = None,
+                     session: str | None = None, subject: str | None = None,
+                     mode: Mode = "hybrid", valid: str | None = None,
+                     known: str | None = None, after: str | None = None) -> Json:
+        """Search what was recorded (BM25 + vector), with the event each hit came from;
+        ``kinds`` keeps only rows of those kinds (message, tool_call, tool_result, ...)."""
         return to_json(await memory(ctx).search(
-            text, k, session=session, subject=subject, mode=mode, valid=as_of(valid),
-            known=as_of(known), after=after))
+            text, k, kinds=kinds or (), session=session, subject=subject, mode=mode,
+            valid=as_of(valid), known=as_of(known), after=after))
+
+    @server.tool()
+    @explained
+    async def records(ctx: Context, session: str | None = None, start: str | None = None,
+                      end: str | None = None, limit: int | None = None,
+                      valid: str | None = None, known: str | None = None,
+                      after: str | None = None) -> Json:
+        """Raw records in log order, occurred in [``start``, ``end``), at most ``limit``."""
+        return to_json(await memory(ctx).records(
+            session, start=event_time(start, "start"), end=event_time(end, "end"),
+            limit=limit, valid=as_of(valid), known=as_of(known), after=after))
 
     @server.tool()
     @explained

@@ -22,36 +22,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from memstack.server.api_keys import ApiKeys
 from memstack.server.body_limit import DEFAULT_MAX_BYTES, BodyLimit
 from memstack.server.contract import publish
-from memstack.server.deps import (
-    MAX_NAME,
-    MAX_RECORDS,
-    MAX_TOKEN,
-    Known,
-    Relation,
-    Session,
-    Subject,
-    Text,
-    Valid,
-    View,
-)
 from memstack.server.problems import install_problem_handlers, problem_responses
-from memstack.view.ops import Query as Q
-from memstack.view.types import (
-    Context,
-    FactsAnswer,
-    HistoryAnswer,
-    RecordsAnswer,
-    SearchAnswer,
-    SearchMode,
-)
 
 if TYPE_CHECKING:
     from memstack.pipelines.embedding import Encoder
@@ -157,54 +136,7 @@ def _ready(request: Request) -> JSONResponse:
 
 
 def _routes(app: FastAPI) -> None:
-    prefix = "/v1/tenants/{tenant}"
+    from memstack.server.deps import reader
+    from memstack.server.read_routes import add_read_routes
 
-    @app.get(f"{prefix}/facts", response_model=FactsAnswer, tags=["query"],
-             responses=READ_ERRORS)
-    def facts(view: View, valid: Valid = None, known: Known = None, subject: Subject = None,
-              relation: Relation = None) -> Any:
-        """Fact values valid at ``valid`` as known at ``known`` (both default to now)."""
-        return view.run(Q("facts", valid, known, subject=subject, relation=relation))
-
-    @app.get(f"{prefix}/history", response_model=HistoryAnswer, tags=["query"],
-             responses=READ_ERRORS)
-    def history(view: View, subject: Annotated[str, Query(description="Fact subject",
-                                                          max_length=MAX_NAME)],
-                relation: Relation = None, valid: Valid = None, known: Known = None) -> Any:
-        """Every version of a subject's facts with both intervals, as the timeline was known."""
-        return view.run(Q("history", valid, known, subject=subject, relation=relation))
-
-    @app.get(f"{prefix}/search", response_model=SearchAnswer, tags=["query"],
-             responses=READ_ERRORS)
-    def search(view: View, text: Text, k: Annotated[int, Query(ge=1, le=1000)] = 10,
-               kind: Annotated[list[str] | None, Query(max_length=16)] = None,
-               session: Session = None,
-               subject: Subject = None, mode: SearchMode = "hybrid", valid: Valid = None,
-               known: Known = None) -> Any:
-        """Hybrid search (BM25 + vector, RRF) over the rows that answer as of; with provenance."""
-        return view.run(Q("search", valid, known, subject=subject, text=text, k=k,
-                          kinds=tuple(kind or ()), session=session, mode=mode))
-
-    @app.get(f"{prefix}/records", response_model=RecordsAnswer, tags=["query"],
-             responses=READ_ERRORS)
-    def records(view: View, session: Session = None,
-                start: Annotated[str | None, Query(description="occurred at or after",
-                                                   max_length=MAX_TOKEN)] = None,
-                end: Annotated[str | None, Query(description="occurred before",
-                                                 max_length=MAX_TOKEN)] = None,
-                limit: Annotated[int | None, Query(ge=1, le=MAX_RECORDS)] = None,
-                valid: Valid = None,
-                known: Known = None) -> Any:
-        """Raw records in log order."""
-        return view.run(Q("records", valid, known, session=session, start=start, end=end,
-                          limit=limit))
-
-    @app.get(f"{prefix}/context", response_model=Context, tags=["query"],
-             responses=READ_ERRORS)
-    def context(view: View, text: Text,
-                budget_tokens: Annotated[int, Query(ge=1, le=1_000_000)] = 2000,
-                session: Session = None, subject: Subject = None, valid: Valid = None,
-                known: Known = None) -> Any:
-        """A prompt-ready context under a token budget, with provenance per item."""
-        return view.run(Q("context", valid, known, subject=subject, text=text,
-                          session=session, budget_tokens=budget_tokens))
+    add_read_routes(app, reader, typed_answers=True, responses=READ_ERRORS)

@@ -23,6 +23,7 @@ from memstack.server.problems import invalid
 from memstack.view.memory_view import MemoryView
 from memstack.view.ops import Query as Q
 from memstack.view.ops import execute
+from memstack.view.reads import MAX_NAME, MAX_TEXT, MAX_TOKEN, READS
 
 if TYPE_CHECKING:
     from memstack.pipelines.service.parts import LiveService
@@ -32,14 +33,6 @@ log = logging.getLogger(__name__)
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <key>")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: <key>")
 
-MAX_NAME = 256
-"""The longest tenant, subject, relation or session (as the event schema's names)."""
-MAX_TOKEN = 4096
-"""The longest time, log position or position token a query may pass."""
-MAX_TEXT = 10_000
-"""The longest search or context text."""
-MAX_RECORDS = 10_000
-"""The most records one ``records`` answer may hold (``limit=``)."""
 
 Tenant = Annotated[str, Path(description="The tenant whose memory is read",
                              max_length=MAX_NAME)]
@@ -106,7 +99,7 @@ class Reader:
     request: Request
 
     def run(self, query: Q) -> Any:
-        heavy = query.op in ("search", "context")
+        heavy = READS[query.op].heavy
         return self.call(lambda view: execute(view, query), heavy=heavy)
 
     def call(self, read: Callable[[MemoryView], Any], *, heavy: bool = False) -> Any:
@@ -124,10 +117,11 @@ class Reader:
             return answer
 
 
-async def _reader(tenant: Tenant, request: Request,
-                  _grant: Annotated[Grant, Depends(authorized("read"))],
-                  _after: Annotated[Position | None, Depends(caught_up)]) -> Reader:
+async def reader(tenant: Tenant, request: Request,
+                 _grant: Annotated[Grant, Depends(authorized("read"))],
+                 _after: Annotated[Position | None, Depends(caught_up)]) -> Reader:
+    """A dependency: the tenant's reader, once the key may read it and ``after=`` is applied."""
     return Reader(tenant, request)
 
 
-View = Annotated[Reader, Depends(_reader)]
+View = Annotated[Reader, Depends(reader)]

@@ -18,8 +18,9 @@ from memstack.foundation.log_coordinates import InvalidPositionError, Position, 
 from memstack.pipelines.service.parts import LiveService
 from memstack.pipelines.service.writes import parse_events
 from memstack.server.api_keys import Grant
-from memstack.server.deps import MAX_NAME, MAX_TOKEN, Tenant, authorized
+from memstack.server.deps import Tenant, authorized
 from memstack.server.problems import ProblemError, invalid, problem_responses
+from memstack.view.reads import MAX_NAME, MAX_TOKEN
 
 log = logging.getLogger(__name__)
 

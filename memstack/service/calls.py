@@ -27,6 +27,7 @@ from memstack.service.types import (
     WriteReceipt,
     error_for,
 )
+from memstack.view.reads import READS, Operation
 from memstack.view.types import (
     Context,
     FactsAnswer,
@@ -68,13 +69,6 @@ def position_of(value: After | None) -> str | None:
     return value if value is None or isinstance(value, str) else value.position
 
 
-def _params(valid: Time | None, known: Time | None, after: After | None,
-            **args: Any) -> dict[str, Any]:
-    out = {"valid": time_param(valid), "known": time_param(known), "after": position_of(after),
-           **args}
-    return {k: v for k, v in out.items() if v is not None and v != []}
-
-
 def _model(cls: type[T]) -> Callable[[bytes], T]:
     return TypeAdapter(cls).validate_json
 
@@ -107,34 +101,44 @@ class Calls:
 
     def facts(self, subject: str | None, relation: str | None, valid: Time | None,
               known: Time | None, after: After | None) -> Call[FactsAnswer]:
-        return Call("GET", f"{self.prefix}/facts", _model(FactsAnswer), _params(
-            valid, known, after, subject=subject, relation=relation))
+        return self._read("facts", after, valid=valid, known=known, subject=subject,
+                          relation=relation)
 
     def history(self, subject: str, relation: str | None, valid: Time | None,
                 known: Time | None, after: After | None) -> Call[HistoryAnswer]:
-        return Call("GET", f"{self.prefix}/history", _model(HistoryAnswer), _params(
-            valid, known, after, subject=subject, relation=relation))
+        return self._read("history", after, valid=valid, known=known, subject=subject,
+                          relation=relation)
 
     def search(self, text: str, k: int, kinds: Sequence[str], session: str | None,
                subject: str | None, mode: SearchMode, valid: Time | None,
                known: Time | None, after: After | None) -> Call[SearchAnswer]:
-        return Call("GET", f"{self.prefix}/search", _model(SearchAnswer), _params(
-            valid, known, after, text=text, k=k, kind=list(kinds), session=session,
-            subject=subject, mode=mode))
+        return self._read("search", after, valid=valid, known=known, text=text, k=k,
+                          kinds=list(kinds), session=session, subject=subject, mode=mode)
 
     def records(self, session: str | None, start: Time | None, end: Time | None,
                 limit: int | None, valid: Time | None, known: Time | None,
                 after: After | None) -> Call[RecordsAnswer]:
-        return Call("GET", f"{self.prefix}/records", _model(RecordsAnswer), _params(
-            valid, known, after, session=session, start=time_param(start),
-            end=time_param(end), limit=limit))
+        return self._read("records", after, valid=valid, known=known, session=session,
+                          start=time_param(start), end=time_param(end), limit=limit)
 
     def context(self, text: str, budget_tokens: int, session: str | None,
                 subject: str | None, valid: Time | None, known: Time | None,
                 after: After | None) -> Call[Context]:
-        return Call("GET", f"{self.prefix}/context", _model(Context), _params(
-            valid, known, after, text=text, budget_tokens=budget_tokens, session=session,
-            subject=subject))
+        return self._read("context", after, valid=valid, known=known, text=text,
+                          budget_tokens=budget_tokens, session=session, subject=subject)
+
+    def _read(self, op: Operation, after: After | None, *, valid: Time | None,
+              known: Time | None, **args: Any) -> Call[Any]:
+        """A read as its declaration names it (:mod:`memstack.view.reads`); the service
+        validates the values, so a bad one answers its 422 as for any other client."""
+        declared = READS[op]
+        params = declared.params.model_construct(
+            valid=time_param(valid), known=time_param(known), **args)
+        query = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if position_of(after) is not None:
+            query["after"] = position_of(after)
+        return Call("GET", f"{self.prefix}/{op}", _model(declared.answer),
+                    {k: v for k, v in query.items() if v != []})
 
     def changes(self, since: After | None) -> Call[bytes]:
         params = {"from": position_of(since)} if since is not None else None

@@ -149,9 +149,9 @@ class MemoryView:
                 end: datetime | None = None, limit: int | None = None) -> list[Record]:
         return self.as_of().records(session, start, end, limit)
 
-    def context(self, query: str, budget_tokens: int = 2000, *, session: str | None = None,
+    def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
                 subject: str | None = None) -> Context:
-        return self.as_of().context(query, budget_tokens, session=session, subject=subject)
+        return self.as_of().context(text, budget_tokens, session=session, subject=subject)
 
 
 class AsOfView:
@@ -292,12 +292,12 @@ class AsOfView:
                and (end is None or r.occurred_at < end)]
         return out if limit is None else out[:limit]
 
-    def context(self, query: str, budget_tokens: int = 2000, *, session: str | None = None,
+    def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
                 subject: str | None = None) -> Context:
         """A prompt-ready context under ``budget_tokens`` (see :mod:`memstack.view.context`)."""
         from memstack.view.context import ContextRequest, assemble
 
-        request = ContextRequest(query, budget_tokens, session, subject)
+        request = ContextRequest(text, budget_tokens, session, subject)
         return assemble(_OneRequest(self.memory, self.as_of), request,
                         self.memory.context_sources)
 

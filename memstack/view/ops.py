@@ -1,102 +1,109 @@
 """The query operations as data: one :class:`Query` in, one answer out, JSON both ways.
 
-The CLI (local stores or ``--url``) and the HTTP service run the same operations through
-:func:`execute`, and render answers through :func:`to_json`, so the three faces cannot drift.
+The CLI (local stores or ``--url``), the HTTP service and the shard router run the same
+operations, declared once in :mod:`memstack.view.reads`, through :func:`execute`, and render
+answers through :func:`to_json`, so the faces cannot drift.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from memstack.view.asof import parse_time
 from memstack.view.errors import InvalidQueryError
 from memstack.view.memory_view import MemoryView
+from memstack.view.reads import (
+    OPERATIONS,
+    READS,
+    ContextParams,
+    FactsParams,
+    HistoryParams,
+    Operation,
+    ReadParams,
+    RecordsParams,
+    SearchParams,
+)
 from memstack.view.types import (
     Answer,
     FactsAnswer,
     HistoryAnswer,
     RecordsAnswer,
     SearchAnswer,
-    SearchMode,
 )
 
-Operation = Literal["facts", "history", "search", "records", "context"]
-OPERATIONS: tuple[Operation, ...] = ("facts", "history", "search", "records", "context")
 
-
-@dataclass(frozen=True)
 class Query:
-    """One query: the operation, its as-of coordinates (strings as users type them) and args."""
+    """One read: the operation and its parameters (:mod:`memstack.view.reads`), validated.
 
-    op: Operation
-    valid: str | None = None
-    known: str | None = None
-    subject: str | None = None
-    relation: str | None = None
-    text: str | None = None
-    k: int = 10
-    kinds: tuple[str, ...] = field(default=())
-    session: str | None = None
-    mode: SearchMode = "hybrid"
-    start: str | None = None
-    end: str | None = None
-    limit: int | None = None
-    budget_tokens: int = 2000
+    ``Query("search", valid, known, text="basil", k=5)``; times and positions as users type
+    them. A parameter the operation does not take, or a value out of its limits, raises
+    :class:`InvalidQueryError` naming it.
+    """
 
-    def params(self) -> dict[str, Any]:
-        """The HTTP query parameters of this query (``None`` and defaults left out)."""
-        out: dict[str, Any] = {}
-        for name in ("valid", "known", "subject", "relation", "text", "session", "start", "end",
-                     "limit"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        if self.op == "search":
-            out.update(k=self.k, mode=self.mode)
-            if self.kinds:
-                out["kind"] = list(self.kinds)
-        if self.op == "context":
-            out["budget_tokens"] = self.budget_tokens
-        return out
+    __slots__ = ("op", "params")
+
+    def __init__(self, op: Operation, valid: str | None = None, known: str | None = None,
+                 **args: Any) -> None:
+        if op not in READS:
+            raise InvalidQueryError(f"unknown operation {op!r}; use one of {OPERATIONS}")
+        model = READS[op].params
+        unknown = sorted(set(args) - set(model.model_fields))
+        if unknown:
+            raise InvalidQueryError(f"'{op}' takes no {', '.join(unknown)}; it takes "
+                                    f"{', '.join(model.model_fields)}")
+        try:
+            self.params: ReadParams = model(valid=valid, known=known, **args)
+        except ValidationError as exc:
+            raise InvalidQueryError(_explained(op, exc)) from exc
+        self.op: Operation = op
+
+    @classmethod
+    def of(cls, op: Operation, params: ReadParams) -> Query:
+        """A query from an already validated parameter model (an HTTP route's)."""
+        query = cls.__new__(cls)
+        query.op, query.params = op, params
+        return query
+
+    def params_json(self) -> dict[str, Any]:
+        """The HTTP query parameters of this query (``None`` and empty lists left out)."""
+        data = self.params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {k: v for k, v in data.items() if v != []}
+
+    def __repr__(self) -> str:
+        return f"Query({self.op!r}, {self.params!r})"
+
+
+def _explained(op: str, exc: ValidationError) -> str:
+    parts = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
+    return f"'{op}': " + "; ".join(parts)
 
 
 def _time(value: str | None, name: str) -> datetime | None:
     return None if value is None else parse_time(value, name)
 
 
-def _need(value: str | None, name: str, op: str) -> str:
-    if not value:
-        raise InvalidQueryError(f"'{op}' needs --{name}")
-    return value
-
-
 def execute(memory: MemoryView, query: Query) -> Answer:
     """Run one query on a tenant's memory."""
-    view = memory.as_of(query.valid, query.known)
+    p = query.params
+    view = memory.as_of(p.valid, p.known)
     info = view.as_of.describe()
-    if query.op == "facts":
-        return FactsAnswer(info, view.facts(query.subject, query.relation))
-    if query.op == "history":
-        subject = _need(query.subject, "subject", "history")
-        return HistoryAnswer(info, view.history(subject, query.relation))
-    if query.op == "search":
-        text = _need(query.text, "text", "search")
-        hits = view.search(text, query.k, kinds=query.kinds or None, session=query.session,
-                           subject=query.subject, mode=query.mode)
-        return SearchAnswer(info, query.mode, hits)
-    if query.op == "records":
-        rows = view.records(query.session, _time(query.start, "start"), _time(query.end, "end"),
-                            query.limit)
+    if isinstance(p, FactsParams):
+        return FactsAnswer(info, view.facts(p.subject, p.relation))
+    if isinstance(p, HistoryParams):
+        return HistoryAnswer(info, view.history(p.subject, p.relation))
+    if isinstance(p, SearchParams):
+        hits = view.search(p.text, p.k, kinds=p.kinds or None, session=p.session,
+                           subject=p.subject, mode=p.mode)
+        return SearchAnswer(info, p.mode, hits)
+    if isinstance(p, RecordsParams):
+        rows = view.records(p.session, _time(p.start, "start"), _time(p.end, "end"), p.limit)
         return RecordsAnswer(info, rows)
-    if query.op == "context":
-        text = _need(query.text, "text", "context")
-        return view.context(text, query.budget_tokens, session=query.session,
-                            subject=query.subject)
-    raise InvalidQueryError(f"unknown operation {query.op!r}; use one of {OPERATIONS}")
+    if isinstance(p, ContextParams):
+        return view.context(p.text, p.budget_tokens, session=p.session, subject=p.subject)
+    raise InvalidQueryError(f"unknown parameters {type(p).__name__}")
 
 
 def to_json(answer: Answer) -> dict[str, Any]:

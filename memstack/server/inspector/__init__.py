@@ -24,9 +24,10 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
-from memstack.server.deps import MAX_NAME, View
+from memstack.server.deps import View
 from memstack.server.problems import ProblemError, problem_responses
 from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
+from memstack.view.reads import MAX_NAME
 
 ASSETS = Path(__file__).parent / "static"
 """The folder of the page's static files."""

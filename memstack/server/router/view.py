@@ -190,11 +190,11 @@ class RoutedView:
 
     # -- context -------------------------------------------------------------------------
 
-    def context(self, query: str, budget_tokens: int = 2000, *, session: str | None = None,
+    def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
                 subject: str | None = None) -> Context:
         from memstack.view.context import ContextRequest, assemble, default_sources
 
-        request = ContextRequest(query, budget_tokens, session, subject)
+        request = ContextRequest(text, budget_tokens, session, subject)
         return assemble(cast("AsOfView", self), request, default_sources())
 
 
