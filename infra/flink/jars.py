@@ -16,7 +16,7 @@ from memstack.infra.jars import STAMP_NAME, resolve_maven
 
 log = logging.getLogger(__name__)
 
-FLINK_DIR = Path(__file__).resolve().parent / "flink"
+FLINK_DIR = Path(__file__).resolve().parent
 """``infra/flink`` (package data, read only): the pom."""
 
 CONNECTOR_GLOB = "flink-sql-connector-kafka-*.jar"

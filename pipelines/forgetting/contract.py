@@ -12,6 +12,7 @@ store").
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -38,6 +39,18 @@ class ForgetReport:
     """Rows deleted per table (logical)."""
     physical: dict[str, float] = field(default_factory=dict)
     """Physical steps and their measurements (e.g. ``checkpoint_clean``, ``compacted``, ``s``)."""
+
+
+def erased_then_purged(store: str, targets: Tombstones,
+                       erase: Callable[[Tombstones], dict[str, int]],
+                       purge: Callable[[], dict[str, float]]) -> ForgetReport:
+    """The one-call ``forget`` of a two-phase store: its erase, then its purge, timed together
+    (``physical["s"]``)."""
+    began = time.monotonic()
+    deleted = erase(targets)
+    physical = purge()
+    physical["s"] = time.monotonic() - began
+    return ForgetReport(store, deleted, physical)
 
 
 @dataclass(frozen=True)

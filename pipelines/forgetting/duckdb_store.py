@@ -30,6 +30,7 @@ from memstack.pipelines.forgetting.contract import (
     AuditProbe,
     ForgetReport,
     Residual,
+    erased_then_purged,
     files_containing,
 )
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
@@ -81,11 +82,9 @@ class DuckDBForgetStore:
         return NAME
 
     def forget(self, targets: Tombstones) -> ForgetReport:
-        began = time.monotonic()
-        deleted = self.erase(targets)
-        physical = self.purge(AuditProbe.of(targets).byte_probes)
-        physical["s"] = time.monotonic() - began
-        return ForgetReport(NAME, deleted, physical)
+        """:meth:`erase`, then :meth:`purge` (the batch paths and the contract suite)."""
+        return erased_then_purged(NAME, targets, self.erase,
+                                  lambda: self.purge(AuditProbe.of(targets).byte_probes))
 
     def erase(self, targets: Tombstones) -> dict[str, int]:
         """:meth:`erase_all` of one request."""

@@ -38,6 +38,7 @@ from memstack.pipelines.forgetting.contract import (
     AuditProbe,
     ForgetReport,
     Residual,
+    erased_then_purged,
     files_containing,
 )
 from memstack.pipelines.stores import lance_files
@@ -99,11 +100,7 @@ class LanceForgetStore:
 
     def forget(self, targets: Tombstones) -> ForgetReport:
         """:meth:`erase`, then :meth:`purge` (the batch paths and the contract suite)."""
-        began = time.monotonic()
-        deleted = self.erase(targets)
-        physical = self.purge()
-        physical["s"] = time.monotonic() - began
-        return ForgetReport(NAME, deleted, physical)
+        return erased_then_purged(NAME, targets, self.erase, self.purge)
 
     def erase(self, targets: Tombstones) -> dict[str, int]:
         """:meth:`erase_all` of one request."""

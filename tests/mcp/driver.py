@@ -13,7 +13,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
-TOOLS = {"record", "assert_fact", "retract_fact", "search", "facts", "history", "context",
+TOOLS = {"record", "assert_fact", "retract_fact", "search", "facts", "history", "records",
+         "context",
          "forget"}
 
 

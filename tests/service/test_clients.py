@@ -143,6 +143,11 @@ async def every_tool(mcp: ClientSession, tag: str) -> None:
     hits = await call(mcp, "search", text=f"{tag} umbrella", k=5, session=session,
                       after=seen["position"])
     assert said["event_ids"][0] in {h["memory"]["event_id"] for h in hits["hits"]}
+    notes = await call(mcp, "search", text=f"{tag} umbrella", k=5, session=session,
+                       kinds=["observation"], after=seen["position"])
+    assert {h["memory"]["event_id"] for h in notes["hits"]} == set(seen["event_ids"])
+    logged = await call(mcp, "records", session=session, limit=2, after=seen["position"])
+    assert [r["event_id"] for r in logged["records"]] == said["event_ids"] + seen["event_ids"]
     context = await call(mcp, "context", text="Where does the user live?", subject=subject,
                          after=fact["position"])
     assert "Porto" in context["text"]

@@ -63,7 +63,7 @@ def queries(known: str, cut: str) -> list[Q]:
 
 
 def label(query: Q) -> str:
-    return json.dumps({"op": query.op, **query.params()}, sort_keys=True)
+    return json.dumps({"op": query.op, **query.params_json()}, sort_keys=True)
 
 
 def _rounded(value: Any) -> Any:

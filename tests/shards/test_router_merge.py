@@ -81,7 +81,7 @@ def test_routed_answers_equal_one_store(deployment: tuple[Path, list[str]]) -> N
         stack.callback(reference.close)
         assert routed_hashes(reference, TENANTS, qs) == sharded
     comparable = [q for q in qs if q.op in ("facts", "history", "records")
-                  or (q.op == "search" and q.mode == "vector")]
+                  or (q.op == "search" and getattr(q.params, "mode", None) == "vector")]
     with Stores.open(tmp / "single", read_only=True) as stores:
         direct = direct_hashes(stores, TENANTS, comparable)
     assert direct == {k: v for k, v in sharded.items() if k in direct}

@@ -61,7 +61,7 @@ def compare(settings: Settings, fanout: Fanout, scratch: Path, qs: list[Q]) -> N
     # BM25 (bm25, hybrid, context) ranks with the router's statistics, not LanceDB's: those
     # compare with the one-shard router above; the rest also with MemoryView itself.
     comparable = [q for q in qs if q.op in ("facts", "history", "records")
-                  or (q.op == "search" and q.mode == "vector")]
+                  or (q.op == "search" and getattr(q.params, "mode", None) == "vector")]
     with Stores.open(single, read_only=True) as stores:
         direct = direct_hashes(stores, TENANTS, comparable)
     assert direct == {k: v for k, v in sharded.items() if k in direct}
