@@ -127,7 +127,7 @@ def test_sdist_and_wheel_install_the_same_tree_and_pass_the_unit_tests(tmp_path:
     for needed in ["tests/conftest.py", "docs/architecture.md", "Makefile",
                    "pipelines/live_batches.py", "infra/kafka/pom.xml", "schemas/event.v1.json"]:
         assert needed in sdist_names, f"the sdist lacks {needed}"
-    for needed in ["memstack/pipelines/live.py", "memstack/infra/kafka/pom.xml",
+    for needed in ["memstack/pipelines/live_batches.py", "memstack/infra/kafka/pom.xml",
                    "memstack/infra/kafka/log4j2-broker.properties", "memstack/py.typed",
                    "memstack/schemas/event.v1.json",
                    "memstack/server/inspector/static/index.html"]:
@@ -160,7 +160,7 @@ def test_sdist_and_wheel_install_the_same_tree_and_pass_the_unit_tests(tmp_path:
     _run([str(venv / "bin/pip"), "install", "--disable-pip-version-check", "-q", "--no-deps",
           str(sdist)], env=env)
     installed = site / "memstack"
-    assert (installed / "pipelines" / "live.py").is_file()
+    assert (installed / "pipelines" / "live_batches.py").is_file()
     record, = site.glob("memstack-*.dist-info/RECORD")
     assert [line for line in record.read_text().splitlines()
             if line.startswith(tuple(labs))] == []

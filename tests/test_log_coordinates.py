@@ -145,6 +145,7 @@ NOT_COORDINATES = {
     ("schemas/asof.py", "At"): "the names of the three columns of a position the rule reads",
     ("schemas/asof.py", "InCut"): "a clause of the as-of rule; it holds a LogCut",
     ("memstack/view/types.py", "RecordsAnswer"): "a query's answer (raw records)",
+    ("memstack/view/reads.py", "RecordsParams"): "the parameters of the records read",
     ("pipelines/consolidation/checkpoints.py", "CheckpointStore"):
         "where the consolidation actors save their state",
 }
