@@ -47,6 +47,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "bench consolidate": ("recall_exact", "recall_paraphrase", "recall_forgotten"),
     "bench forget": ("physical_p99_s", "growth", "logical_p99_s", "ingest_stall_max_s",
                      "batch_100_s"),
+    "bench peers": ("memstack_recall@10", "mem0_recall@10", "ingest_ratio", "search_p50_ratio"),
     "eval locomo": ("recall@10_hybrid", "recall@10_bm25", "recall@10_vector"),
     "eval stale": ("stale_error_facts", "stale_error_vector_asof", "stale_error_vector_now"),
 }
