@@ -11,11 +11,12 @@ Times: valid time ``[vt_from, vt_to)`` with ``None`` for "open" (unbounded); tra
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
 from memstack.operators.log import LogPosition
+from memstack.schemas.metadata import Metadata, metadata_json
 
 FactOp = Literal["assert", "retract"]
 
@@ -40,6 +41,13 @@ class RecordRow:
     text: str | None
     source: str
     authority: str
+    metadata: Metadata = field(default_factory=dict, hash=False)
+    """The event's metadata (:mod:`memstack.schemas.metadata`); ``{}`` for none."""
+
+    @property
+    def metadata_json(self) -> str:
+        """The stored form of :attr:`metadata`: canonical JSON text."""
+        return metadata_json(self.metadata)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,13 @@ class MemoryRow:
     tt_to: datetime | None
     partition: int
     offset: int
+    metadata: Metadata = field(default_factory=dict, hash=False)
+    """The event's metadata (:mod:`memstack.schemas.metadata`); ``{}`` for none."""
+
+    @property
+    def metadata_json(self) -> str:
+        """The stored form of :attr:`metadata`: canonical JSON text."""
+        return metadata_json(self.metadata)
 
 
 @dataclass(frozen=True)

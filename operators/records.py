@@ -47,6 +47,7 @@ def record_row(logged: LoggedEvent) -> RecordRow:
         text=event.text(),
         source=event.provenance.source,
         authority=event.provenance.authority,
+        metadata=dict(event.metadata or {}),
     )
 
 
@@ -66,6 +67,7 @@ def memory_row(logged: LoggedEvent, text: str) -> MemoryRow:
         tt_to=None,
         partition=pos.partition,
         offset=pos.offset,
+        metadata=dict(event.metadata or {}),
     )
 
 

@@ -24,6 +24,7 @@ from pydantic import (
 
 from memstack.schemas.errors import InvalidEventError
 from memstack.schemas.ids import is_uuid7
+from memstack.schemas.metadata import MetadataField
 
 SCHEMA_VERSION = 1
 """The version this code writes. Readers accept every version up to it (see compatibility)."""
@@ -245,9 +246,11 @@ class Envelope(_Frozen):
 
 
 class Event(Envelope):
-    """One immutable event: the envelope around a kind-specific payload."""
+    """One immutable event: the envelope around a kind-specific payload, and optional
+    ``metadata`` (:mod:`memstack.schemas.metadata`; sealed with the payload)."""
 
     payload: Payload
+    metadata: MetadataField | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -15,6 +15,11 @@ EMBEDDING_DIM = 384
 
 TIME = pa.timestamp("us", tz="UTC")
 
+JSON_FIELD = {b"ARROW:extension:name": b"arrow.json", b"ARROW:extension:metadata": b""}
+"""Field metadata of a JSON text column (Arrow's canonical ``arrow.json`` extension)."""
+LANCE_JSON_FIELD = {b"ARROW:extension:name": b"lance.json", b"ARROW:extension:metadata": b""}
+"""How LanceDB stores an ``arrow.json`` column (JSONB)."""
+
 
 def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
     return pa.field(name, type_, nullable=nullable)
@@ -37,6 +42,7 @@ RECORDS = pa.schema([
     _f("text", pa.string(), True),
     _f("source", pa.string()),
     _f("authority", pa.string()),
+    _f("metadata_json", pa.string()),
 ])
 """One immutable raw record per message, tool call, tool result, observation or note."""
 
@@ -99,7 +105,18 @@ def memories_schema(dim: int = EMBEDDING_DIM) -> pa.Schema:
         _f("tt_to", TIME, True),
         _f("partition", pa.int32()),
         _f("offset", pa.int64()),
+        pa.field("metadata_json", pa.string(), nullable=False, metadata=JSON_FIELD),
     ])
+
+
+def stored_memories_schema(dim: int = EMBEDDING_DIM) -> pa.Schema:
+    """:func:`memories_schema` as LanceDB reports it once written: ``metadata_json`` held as
+    JSONB (``lance.json`` on ``large_binary``), which LanceDB's ``json_*`` filter functions read
+    (see :mod:`memstack.schemas.filters`); reads give it back as JSON text."""
+    schema = memories_schema(dim)
+    i = schema.get_field_index("metadata_json")
+    return schema.set(i, pa.field("metadata_json", pa.large_binary(), nullable=False,
+                                  metadata=LANCE_JSON_FIELD))
 
 
 MEMORIES = memories_schema()

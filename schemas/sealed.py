@@ -1,12 +1,16 @@
 """Sealed events: the payload encrypted with a per-scope data key (crypto-shredding).
 
-On the wire a sealed event is the same envelope with ``sealed`` in place of ``payload``::
+On the wire a sealed event is the same envelope with ``sealed`` in place of ``payload`` (and
+of ``metadata``)::
 
     {..., "kind": "message", "sealed": {"alg": "AES-256-GCM", "key_id": "...",
                                        "nonce": "<base64>", "ct": "<base64>"}}
 
-The ciphertext is the canonical JSON of the payload; the associated data is the canonical
-JSON of the envelope, so a ciphertext cannot be moved to another envelope. Destroying the data
+The ciphertext is the canonical JSON of the payload; for an event with metadata it is
+``{"metadata": {...}, "payload": {...}}`` and ``sealed`` says so (``"holds":
+"payload+metadata"``), so metadata, which may be as personal as the payload, is never in the
+clear in the log. The associated data is the canonical JSON of the envelope, so a ciphertext
+cannot be moved to another envelope. Destroying the data
 key (a forget request) makes the payload unreadable in every copy of the log.
 """
 
@@ -32,6 +36,8 @@ class SealedPayload(_Frozen):
     key_id: str
     nonce: str
     ct: str
+    holds: Literal["payload+metadata"] | None = None
+    """What the ciphertext holds: the payload alone (absent) or payload and metadata."""
 
 
 class SealedEvent(Envelope):
@@ -46,7 +52,7 @@ class SealedEvent(Envelope):
 
 def envelope_bytes_of(event: Event) -> bytes:
     """The associated data for sealing ``event``: the same bytes its sealed form will carry."""
-    return event.model_dump_json(exclude_none=True, exclude={"payload"}).encode()
+    return event.model_dump_json(exclude_none=True, exclude={"payload", "metadata"}).encode()
 
 
 def parse_record(raw: bytes) -> Event | SealedEvent:

@@ -62,6 +62,8 @@ def _specific(op: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--relation")
     if op in ("search", "records", "context"):
         p.add_argument("--session")
+        p.add_argument("--filter", help='metadata filter as JSON, e.g. \'{"topic": "billing", '
+                       '"score": {"gte": 3}}\' (docs/queries.md, Filters)')
     if op == "search":
         p.add_argument("-k", type=int, default=10)
         p.add_argument("--kind", action="append", default=[], help="repeatable")
@@ -83,7 +85,7 @@ def query_of(args: argparse.Namespace) -> Any:
     given = {"subject": get("subject"), "relation": get("relation"), "text": get("text"),
              "k": get("k"), "kinds": get("kind") or None, "session": get("session"),
              "mode": get("mode"), "start": get("start"), "end": get("end"),
-             "limit": get("limit"), "budget_tokens": get("budget")}
+             "limit": get("limit"), "budget_tokens": get("budget"), "filter": get("filter")}
     taken = READS[args.op].params.model_fields
     return Query(args.op, args.valid, args.known,
                  **{k: v for k, v in given.items() if k in taken and v is not None})

@@ -57,7 +57,7 @@ class EventBuilder:
             },
             "payload": {k: v for k, v in payload.items() if v is not None},
         }
-        for name in ("subject", "valid_from", "valid_to"):
+        for name in ("subject", "valid_from", "valid_to", "metadata"):
             value = env.pop(name, None)
             if value is not None:
                 data[name] = value

@@ -1,8 +1,9 @@
 """Seal and open event payloads with AES-256-GCM (``cryptography``).
 
-``seal(event, keys)`` encrypts the payload with the data key of the event's
-(tenant, session, subject) scope; ``open_record(raw, keys)`` validates a record of the log and
-returns the plain event, or :class:`Shredded` when its key was destroyed by a forget request.
+``seal(event, keys)`` encrypts the payload (and the metadata, when the event has any) with
+the data key of the event's (tenant, session, subject) scope; ``open_record(raw, keys)``
+validates a record of the log and returns the plain event, or :class:`Shredded` when its key
+was destroyed by a forget request.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from memstack.schemas.events import Event, decode_json, validate_event
 from memstack.schemas.sealed import SealedEvent, envelope_bytes_of, parse_record
 
 ALG = "AES-256-GCM"
+HOLDS_METADATA = "payload+metadata"
+"""``sealed.holds`` of an event whose ciphertext holds its metadata beside the payload."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,14 @@ def seal_record(event: Event, keys: KeyStore) -> bytes:
     key_id, key = keys.current(scope_of(event))
     nonce = os.urandom(12)
     envelope = envelope_bytes_of(event)
-    plaintext = event.payload.model_dump_json(exclude_none=True).encode()
+    payload = event.payload.model_dump_json(exclude_none=True).encode()
+    plaintext = payload if event.metadata is None else b"".join(
+        (b'{"metadata":', to_json(event.metadata), b',"payload":', payload, b"}"))
     ct = AESGCM(key).encrypt(nonce, plaintext, envelope)
-    sealed = to_json({"alg": ALG, "key_id": key_id, "nonce": _b64(nonce), "ct": _b64(ct)})
+    fields = {"alg": ALG, "key_id": key_id, "nonce": _b64(nonce), "ct": _b64(ct)}
+    if event.metadata is not None:
+        fields["holds"] = HOLDS_METADATA
+    sealed = to_json(fields)
     return b"".join((envelope[:-1], b',"sealed":', sealed, b"}"))
 
 
@@ -69,7 +77,13 @@ def open_sealed(sealed: SealedEvent, keys: KeyStore, raw: bytes | None = None) -
         raise InvalidEventError("sealed", "ciphertext does not authenticate under its key and "
                                 "envelope (tampered or wrong key)", raw=raw) from exc
     data = sealed.model_dump(exclude={"sealed"})
-    data["payload"] = decode_json(plaintext)
+    opened = decode_json(plaintext)
+    if sealed.sealed.holds == HOLDS_METADATA:
+        if not isinstance(opened, dict) or set(opened) != {"metadata", "payload"}:
+            raise InvalidEventError("sealed", "a ciphertext that holds payload+metadata must "
+                                    "open to an object of exactly those two", raw=raw)
+        data["metadata"], opened = opened["metadata"], opened["payload"]
+    data["payload"] = opened
     return validate_event(data, raw=raw)
 
 

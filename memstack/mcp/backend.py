@@ -14,6 +14,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 from memstack.schemas.events import ForgetScope
+from memstack.service.calls import FilterArg
 from memstack.service.types import ForgetReceipt, ForgetStatus, WriteReceipt
 from memstack.view.types import (
     Context,
@@ -57,18 +58,21 @@ class MemoryBackend(Protocol):
 
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] = (),
                session: str | None = None, subject: str | None = None,
-               mode: SearchMode = "hybrid", valid: Time | None = None,
-               known: Time | None = None, after: str | None = None) -> Awaitable[SearchAnswer]:
+               mode: SearchMode = "hybrid", filter: FilterArg = None,
+               valid: Time | None = None, known: Time | None = None,
+               after: str | None = None) -> Awaitable[SearchAnswer]:
         ...
 
     def records(self, session: str | None = None, *, start: Time | None = None,
-                end: Time | None = None, limit: int | None = None, valid: Time | None = None,
-                known: Time | None = None, after: str | None = None) -> Awaitable[RecordsAnswer]:
+                end: Time | None = None, limit: int | None = None, filter: FilterArg = None,
+                valid: Time | None = None, known: Time | None = None,
+                after: str | None = None) -> Awaitable[RecordsAnswer]:
         ...
 
     def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
-                subject: str | None = None, valid: Time | None = None,
-                known: Time | None = None, after: str | None = None) -> Awaitable[Context]: ...
+                subject: str | None = None, filter: FilterArg = None,
+                valid: Time | None = None, known: Time | None = None,
+                after: str | None = None) -> Awaitable[Context]: ...
 
     def forget(self, scope: ForgetScope | dict[str, Any],
                reason: str | None = None) -> Awaitable[ForgetReceipt]: ...

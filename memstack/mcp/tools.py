@@ -171,32 +171,37 @@ def _read_tools(server: MCPServer, memory: Callable[[Context], MemoryBackend]) -
     @explained
     async def search(text: str, ctx: Context, k: int = 10, kinds: list[str] | None = None,
                      session: str | None = None, subject: str | None = None,
-                     mode: Mode = "hybrid", valid: str | None = None,
-                     known: str | None = None, after: str | None = None) -> Json:
+                     mode: Mode = "hybrid", filter: Json | None = None,
+                     valid: str | None = None, known: str | None = None,
+                     after: str | None = None) -> Json:
         """Search what was recorded (BM25 + vector), with the event each hit came from;
-        ``kinds`` keeps only rows of those kinds (message, tool_call, tool_result, ...)."""
+        ``kinds`` keeps only rows of those kinds (message, tool_call, tool_result, ...);
+        ``filter`` only rows whose metadata passes it: {"topic": "x"}, {"score": {"gte": 3}},
+        {"tags": {"contains": "a"}}, {"lang": {"in": [...]}}, ne, nin, gt, lt, lte; and/or/not."""
         return to_json(await memory(ctx).search(
             text, k, kinds=kinds or (), session=session, subject=subject, mode=mode,
-            valid=as_of(valid), known=as_of(known), after=after))
+            filter=filter, valid=as_of(valid), known=as_of(known), after=after))
 
     @server.tool()
     @explained
     async def records(ctx: Context, session: str | None = None, start: str | None = None,
                       end: str | None = None, limit: int | None = None,
-                      valid: str | None = None, known: str | None = None,
-                      after: str | None = None) -> Json:
-        """Raw records in log order, occurred in [``start``, ``end``), at most ``limit``."""
+                      filter: Json | None = None, valid: str | None = None,
+                      known: str | None = None, after: str | None = None) -> Json:
+        """Raw records in log order, occurred in [``start``, ``end``), at most ``limit``,
+        whose metadata passes ``filter`` (as search's)."""
         return to_json(await memory(ctx).records(
             session, start=event_time(start, "start"), end=event_time(end, "end"),
-            limit=limit, valid=as_of(valid), known=as_of(known), after=after))
+            limit=limit, filter=filter, valid=as_of(valid), known=as_of(known), after=after))
 
     @server.tool()
     @explained
     async def context(text: str, ctx: Context, budget_tokens: int = 2000,
                       session: str | None = None, subject: str | None = None,
-                      valid: str | None = None, known: str | None = None,
-                      after: str | None = None) -> Json:
-        """A prompt-ready context for ``text`` under a token budget, with provenance."""
+                      filter: Json | None = None, valid: str | None = None,
+                      known: str | None = None, after: str | None = None) -> Json:
+        """A prompt-ready context for ``text`` under a token budget, with provenance; search
+        hits and recent turns only of rows whose metadata passes ``filter``."""
         return to_json(await memory(ctx).context(
-            text, budget_tokens, session=session, subject=subject, valid=as_of(valid),
-            known=as_of(known), after=after))
+            text, budget_tokens, session=session, subject=subject, filter=filter,
+            valid=as_of(valid), known=as_of(known), after=after))

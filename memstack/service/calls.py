@@ -8,7 +8,7 @@ the two cannot drift. :func:`answer` maps an HTTP answer to its value or its typ
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
@@ -53,6 +53,17 @@ class Call(Generic[T]):
     parse: Callable[[bytes], T]
     params: dict[str, Any] | None = None
     body: Any = None
+
+
+FilterArg = Mapping[str, Any] | str | None
+"""A metadata filter as a client takes it: its JSON object or its JSON text."""
+
+
+def filter_param(value: FilterArg) -> str | None:
+    """The query parameter of a filter: its JSON text (the service validates it)."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def time_param(value: Time | None) -> str | None:
@@ -111,21 +122,25 @@ class Calls:
 
     def search(self, text: str, k: int, kinds: Sequence[str], session: str | None,
                subject: str | None, mode: SearchMode, valid: Time | None,
-               known: Time | None, after: After | None) -> Call[SearchAnswer]:
+               known: Time | None, after: After | None, *,
+               filter: FilterArg = None) -> Call[SearchAnswer]:
         return self._read("search", after, valid=valid, known=known, text=text, k=k,
-                          kinds=list(kinds), session=session, subject=subject, mode=mode)
+                          kinds=list(kinds), session=session, subject=subject, mode=mode,
+                          filter=filter_param(filter))
 
     def records(self, session: str | None, start: Time | None, end: Time | None,
                 limit: int | None, valid: Time | None, known: Time | None,
-                after: After | None) -> Call[RecordsAnswer]:
+                after: After | None, *, filter: FilterArg = None) -> Call[RecordsAnswer]:
         return self._read("records", after, valid=valid, known=known, session=session,
-                          start=time_param(start), end=time_param(end), limit=limit)
+                          start=time_param(start), end=time_param(end), limit=limit,
+                          filter=filter_param(filter))
 
     def context(self, text: str, budget_tokens: int, session: str | None,
                 subject: str | None, valid: Time | None, known: Time | None,
-                after: After | None) -> Call[Context]:
+                after: After | None, *, filter: FilterArg = None) -> Call[Context]:
         return self._read("context", after, valid=valid, known=known, text=text,
-                          budget_tokens=budget_tokens, session=session, subject=subject)
+                          budget_tokens=budget_tokens, session=session, subject=subject,
+                          filter=filter_param(filter))
 
     def _read(self, op: Operation, after: After | None, *, valid: Time | None,
               known: Time | None, **args: Any) -> Call[Any]:

@@ -24,7 +24,7 @@ import httpx
 from memstack.foundation.builders import Defaults, EventBuilder, EventHelpers
 from memstack.foundation.telemetry import MemoryTracer, memory_tracer, note_result
 from memstack.schemas.events import Event, ForgetScope
-from memstack.service.calls import After, Call, Calls, Time, answer, parse_sse
+from memstack.service.calls import After, Call, Calls, FilterArg, Time, answer, parse_sse
 from memstack.service.config import ServiceConfig
 from memstack.service.types import Change, ForgetReceipt, ForgetStatus, WriteReceipt
 from memstack.view.types import (
@@ -131,24 +131,30 @@ class MemoryService(_ServiceClient[httpx.BaseTransport, httpx.Client],
 
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] = (),
                session: str | None = None, subject: str | None = None,
-               mode: SearchMode = "hybrid", valid: Time | None = None,
-               known: Time | None = None, after: After | None = None) -> SearchAnswer:
-        """Hybrid (BM25 + vector) search over the memory as of, with provenance."""
+               mode: SearchMode = "hybrid", filter: FilterArg = None,
+               valid: Time | None = None, known: Time | None = None,
+               after: After | None = None) -> SearchAnswer:
+        """Hybrid (BM25 + vector) search over the memory as of, with provenance; ``filter``
+        keeps rows whose metadata passes it (``{"topic": "billing"}``, docs/queries.md)."""
         return self._run(self.calls.search(text, k, kinds, session, subject, mode, valid,
-                                           known, after))
+                                           known, after, filter=filter))
 
     def records(self, session: str | None = None, *, start: Time | None = None,
-                end: Time | None = None, limit: int | None = None, valid: Time | None = None,
-                known: Time | None = None, after: After | None = None) -> RecordsAnswer:
-        """Raw records in log order (occurred in ``[start, end)``)."""
-        return self._run(self.calls.records(session, start, end, limit, valid, known, after))
+                end: Time | None = None, limit: int | None = None, filter: FilterArg = None,
+                valid: Time | None = None, known: Time | None = None,
+                after: After | None = None) -> RecordsAnswer:
+        """Raw records in log order (occurred in ``[start, end)``, metadata passing
+        ``filter``)."""
+        return self._run(self.calls.records(session, start, end, limit, valid, known, after,
+                                            filter=filter))
 
     def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
-                subject: str | None = None, valid: Time | None = None,
-                known: Time | None = None, after: After | None = None) -> Context:
+                subject: str | None = None, filter: FilterArg = None,
+                valid: Time | None = None, known: Time | None = None,
+                after: After | None = None) -> Context:
         """A prompt-ready context under a token budget, with provenance per item."""
         return self._run(self.calls.context(text, budget_tokens, session, subject, valid,
-                                            known, after))
+                                            known, after, filter=filter))
 
     def changes(self, since: After | None = None) -> Iterator[Change]:
         """The change feed after a position (default: from now on), until closed."""
@@ -237,24 +243,25 @@ class AsyncMemoryService(_ServiceClient[httpx.AsyncBaseTransport, httpx.AsyncCli
 
     async def search(self, text: str, k: int = 10, *, kinds: Sequence[str] = (),
                      session: str | None = None, subject: str | None = None,
-                     mode: SearchMode = "hybrid", valid: Time | None = None,
-                     known: Time | None = None, after: After | None = None) -> SearchAnswer:
+                     mode: SearchMode = "hybrid", filter: FilterArg = None,
+                     valid: Time | None = None, known: Time | None = None,
+                     after: After | None = None) -> SearchAnswer:
         return await self._run(self.calls.search(text, k, kinds, session, subject, mode, valid,
-                                                 known, after))
+                                                 known, after, filter=filter))
 
     async def records(self, session: str | None = None, *, start: Time | None = None,
                       end: Time | None = None, limit: int | None = None,
-                      valid: Time | None = None, known: Time | None = None,
-                      after: After | None = None) -> RecordsAnswer:
+                      filter: FilterArg = None, valid: Time | None = None,
+                      known: Time | None = None, after: After | None = None) -> RecordsAnswer:
         return await self._run(self.calls.records(session, start, end, limit, valid, known,
-                                                  after))
+                                                  after, filter=filter))
 
     async def context(self, text: str, budget_tokens: int = 2000, *,
                       session: str | None = None, subject: str | None = None,
-                      valid: Time | None = None, known: Time | None = None,
-                      after: After | None = None) -> Context:
+                      filter: FilterArg = None, valid: Time | None = None,
+                      known: Time | None = None, after: After | None = None) -> Context:
         return await self._run(self.calls.context(text, budget_tokens, session, subject, valid,
-                                                  known, after))
+                                                  known, after, filter=filter))
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -29,6 +29,7 @@ from memstack.view.errors import InvalidQueryError
 from memstack.view.types import Context, ContextItem
 
 if TYPE_CHECKING:
+    from memstack.schemas.filters import Filter
     from memstack.view.memory_view import AsOfView
 
 CHARS_PER_TOKEN = 4
@@ -45,6 +46,9 @@ class ContextRequest:
     budget_tokens: int
     session: str | None = None
     subject: str | None = None
+    filter: Filter | None = None
+    """A metadata filter on the rows the ``relevant`` and ``recent`` sources read (facts carry
+    no metadata: the ``facts`` source reads the subjects of the filtered hits)."""
 
 
 class ContextSource(Protocol):
@@ -78,9 +82,10 @@ class RelevantRecords:
     share: float = 0.5
 
     def gather(self, view: AsOfView, request: ContextRequest) -> Sequence[ContextItem]:
-        everywhere = view.search(request.query, self.k)
+        everywhere = view.search(request.query, self.k, filter=request.filter)
         here = ([] if request.session is None
-                else view.search(request.query, self.k, session=request.session))
+                else view.search(request.query, self.k, session=request.session,
+                                 filter=request.filter))
         hits = [h for pair in zip_longest(here, everywhere) for h in pair if h is not None]
         seen: set[str] = set()
         out = []
@@ -104,7 +109,7 @@ class CurrentFacts:
 
     def gather(self, view: AsOfView, request: ContextRequest) -> Sequence[ContextItem]:
         subjects: list[str] = [request.subject] if request.subject else []
-        for hit in view.search(request.query, RelevantRecords.k):
+        for hit in view.search(request.query, RelevantRecords.k, filter=request.filter):
             if hit.memory.subject and hit.memory.subject not in subjects:
                 subjects.append(hit.memory.subject)
         items: list[ContextItem] = []
@@ -129,7 +134,8 @@ class RecentTurns:
     def gather(self, view: AsOfView, request: ContextRequest) -> Sequence[ContextItem]:
         if request.session is None:
             return []
-        rows = [r for r in view.records(request.session) if r.text][-self.turns:]
+        rows = [r for r in view.records(request.session, filter=request.filter)
+                if r.text][-self.turns:]
         # newest first, so a tight budget keeps the latest turns; shown oldest first
         return [_item(self.name, f"[{r.kind}] {r.text}", r.event_id, r.session, r, None)
                 for r in reversed(rows)]

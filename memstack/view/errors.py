@@ -21,6 +21,15 @@ class InvalidQueryError(ViewError, ValueError):
     """A query argument is out of range (``k`` < 1, an empty search text, a negative budget)."""
 
 
+class InvalidFilterError(InvalidQueryError):
+    """A metadata filter cannot be read; ``field`` and ``op`` name where (docs/queries.md,
+    "Filters", gives the syntax)."""
+
+    def __init__(self, message: str, field: str, op: str) -> None:
+        super().__init__(message)
+        self.field, self.op = field, op
+
+
 class TenantScopeError(ViewError):
     """A store returned a row of another tenant; the row was dropped and this is a store bug."""
 

@@ -20,8 +20,10 @@ import pyarrow as pa
 
 from memstack.pipelines.stores.lance_index import quote
 from memstack.schemas.events import TEXT_KINDS
+from memstack.schemas.filter_sql import to_lance
 from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError, TenantScopeError
+from memstack.view.filtering import FilterSpec, as_filter
 from memstack.view.fusion import Candidate, fuse
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
@@ -146,12 +148,14 @@ class MemoryView:
         return self.as_of().search(text, k, **scope)  # type: ignore[arg-type]  # same kwargs
 
     def records(self, session: str | None = None, start: datetime | None = None,
-                end: datetime | None = None, limit: int | None = None) -> list[Record]:
-        return self.as_of().records(session, start, end, limit)
+                end: datetime | None = None, limit: int | None = None, *,
+                filter: FilterSpec = None) -> list[Record]:
+        return self.as_of().records(session, start, end, limit, filter=filter)
 
     def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
-                subject: str | None = None) -> Context:
-        return self.as_of().context(text, budget_tokens, session=session, subject=subject)
+                subject: str | None = None, filter: FilterSpec = None) -> Context:
+        return self.as_of().context(text, budget_tokens, session=session, subject=subject,
+                                    filter=filter)
 
 
 class AsOfView:
@@ -181,11 +185,13 @@ class AsOfView:
 
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
                session: str | None = None, subject: str | None = None,
-               mode: SearchMode = "hybrid", ranking: Ranking | None = None
-               ) -> list[SearchHit]:
+               mode: SearchMode = "hybrid", filter: FilterSpec = None,
+               ranking: Ranking | None = None) -> list[SearchHit]:
         """Hybrid search over the rows that answer as of: the query's focus, BM25 and vector
         candidates fused by RRF, then the neighbours' shares (:mod:`memstack.view.search`;
         ``ranking`` sets those stages, default :data:`~memstack.view.search.RANKING`).
+        ``filter`` (a metadata filter, :mod:`memstack.schemas.filters`) is a scope clause:
+        both legs and the neighbour stage prefilter on it in LanceDB.
 
         Each retriever returns slim candidates (id, tenant, session, the as-of columns); the
         full rows are read for the final top ``k`` only.
@@ -196,7 +202,7 @@ class AsOfView:
             raise InvalidQueryError(f"k={k} must be at least 1")
         if not text.strip():
             raise InvalidQueryError("search text is empty")
-        scope = self._scope_clauses(kinds, session, subject)
+        scope = self._scope_clauses(kinds, session, subject, filter)
         n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
         vectors = self.memory.stores.vectors
         stages = ranking or RANKING
@@ -257,14 +263,17 @@ class AsOfView:
         return search(n, " AND ".join([A.memory_predicate(self.as_of), *scope]))
 
     def _scope(self, kinds: Sequence[str] | None, session: str | None,
-               subject: str | None) -> str:
+               subject: str | None, filter: FilterSpec = None) -> str:
         """The whole prefilter of a search: as of, and the scope."""
         return " AND ".join([A.memory_predicate(self.as_of),
-                             *self._scope_clauses(kinds, session, subject)])
+                             *self._scope_clauses(kinds, session, subject, filter)])
 
     def _scope_clauses(self, kinds: Sequence[str] | None, session: str | None,
-                       subject: str | None) -> list[str]:
+                       subject: str | None, filter: FilterSpec = None) -> list[str]:
         clauses: list[str] = []
+        metadata = as_filter(filter)
+        if metadata is not None:
+            clauses.append(to_lance(metadata))
         if kinds:
             unknown = sorted(set(kinds) - {str(k) for k in TEXT_KINDS})
             if unknown:
@@ -278,13 +287,16 @@ class AsOfView:
         return clauses
 
     def records(self, session: str | None = None, start: datetime | None = None,
-                end: datetime | None = None, limit: int | None = None) -> list[Record]:
-        """Raw records in log order that occurred in ``[start, end)`` and answer as of."""
+                end: datetime | None = None, limit: int | None = None, *,
+                filter: FilterSpec = None) -> list[Record]:
+        """Raw records in log order that occurred in ``[start, end)`` and answer as of (and
+        pass the metadata ``filter``, applied in DuckDB)."""
         start = None if start is None else A.aware(start, "start")
         end = None if end is None else A.aware(end, "end")
         known = self.as_of.known_time
         until = None if known is None else known + timedelta(microseconds=1)
-        rows = _own(self.memory.stores.events.records(self.tenant, session=session, until=until),
+        rows = _own(self.memory.stores.events.records(self.tenant, session=session, until=until,
+                                                      filter=as_filter(filter)),
                     self.tenant, "records")
         visible = A.record_filter(self.as_of)
         out = [r for r in rows if visible(r)
@@ -293,11 +305,11 @@ class AsOfView:
         return out if limit is None else out[:limit]
 
     def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
-                subject: str | None = None) -> Context:
+                subject: str | None = None, filter: FilterSpec = None) -> Context:
         """A prompt-ready context under ``budget_tokens`` (see :mod:`memstack.view.context`)."""
         from memstack.view.context import ContextRequest, assemble
 
-        request = ContextRequest(text, budget_tokens, session, subject)
+        request = ContextRequest(text, budget_tokens, session, subject, as_filter(filter))
         return assemble(_OneRequest(self.memory, self.as_of), request,
                         self.memory.context_sources)
 
@@ -312,12 +324,15 @@ class _OneRequest(AsOfView):
 
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
                session: str | None = None, subject: str | None = None,
-               mode: SearchMode = "hybrid", ranking: Ranking | None = None
-               ) -> list[SearchHit]:
-        key = (text, k, None if kinds is None else tuple(kinds), session, subject, mode, ranking)
+               mode: SearchMode = "hybrid", filter: FilterSpec = None,
+               ranking: Ranking | None = None) -> list[SearchHit]:
+        metadata = as_filter(filter)
+        key = (text, k, None if kinds is None else tuple(kinds), session, subject, mode,
+               metadata, ranking)
         if key not in self._searched:
             self._searched[key] = super().search(text, k, kinds=kinds, session=session,
-                                                 subject=subject, mode=mode, ranking=ranking)
+                                                 subject=subject, mode=mode, filter=metadata,
+                                                 ranking=ranking)
         return list(self._searched[key])
 
 

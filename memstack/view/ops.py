@@ -96,13 +96,15 @@ def execute(memory: MemoryView, query: Query) -> Answer:
         return HistoryAnswer(info, view.history(p.subject, p.relation))
     if isinstance(p, SearchParams):
         hits = view.search(p.text, p.k, kinds=p.kinds or None, session=p.session,
-                           subject=p.subject, mode=p.mode)
+                           subject=p.subject, mode=p.mode, filter=p.filter)
         return SearchAnswer(info, p.mode, hits)
     if isinstance(p, RecordsParams):
-        rows = view.records(p.session, _time(p.start, "start"), _time(p.end, "end"), p.limit)
+        rows = view.records(p.session, _time(p.start, "start"), _time(p.end, "end"), p.limit,
+                            filter=p.filter)
         return RecordsAnswer(info, rows)
     if isinstance(p, ContextParams):
-        return view.context(p.text, p.budget_tokens, session=p.session, subject=p.subject)
+        return view.context(p.text, p.budget_tokens, session=p.session, subject=p.subject,
+                            filter=p.filter)
     raise InvalidQueryError(f"unknown parameters {type(p).__name__}")
 
 

@@ -18,11 +18,15 @@ parses them (:func:`memstack.view.asof.parse_time`), so each face accepts what t
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from memstack.schemas.filters import MAX_TEXT as MAX_FILTER
+from memstack.schemas.filters import FilterError, parse_filter
 from memstack.view.types import (
     Answer,
     Context,
@@ -49,6 +53,31 @@ MAX_BUDGET = 1_000_000
 """The largest token budget of a context."""
 
 Operation = Literal["facts", "history", "search", "records", "context"]
+
+
+def _filter_text(value: Any) -> Any:
+    """A filter given as an object (MCP, Python) becomes its JSON text, as HTTP carries it."""
+    if isinstance(value, Mapping):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return value
+
+
+def _checked_filter(text: str | None) -> str | None:
+    if text is not None:
+        try:
+            parse_filter(text)
+        except FilterError as exc:
+            raise ValueError(str(exc)) from None
+    return text
+
+
+FilterParam = Annotated[str | None, BeforeValidator(_filter_text),
+                        AfterValidator(_checked_filter)]
+"""A metadata filter (:mod:`memstack.schemas.filters`): JSON text (an object is turned into it)."""
+FILTER_DESCRIPTION = (
+    'Metadata filter as JSON: {"topic": "x"}, {"score": {"gte": 3}}, {"tags": {"contains": '
+    '"a"}}, {"lang": {"in": ["en", "pt"]}}, and/or/not; operators eq ne in nin gt gte lt lte '
+    "contains (docs/queries.md, Filters)")
 
 
 class AsOfParams(BaseModel):
@@ -82,6 +111,7 @@ class SearchParams(AsOfParams):
     subject: str | None = Field(None, max_length=MAX_NAME, description="Fact subject")
     mode: SearchMode = Field("hybrid", description="hybrid (BM25 + vector, fused), bm25 or "
                                                    "vector")
+    filter: FilterParam = Field(None, max_length=MAX_FILTER, description=FILTER_DESCRIPTION)
 
 
 class RecordsParams(AsOfParams):
@@ -89,6 +119,7 @@ class RecordsParams(AsOfParams):
     start: str | None = Field(None, max_length=MAX_TOKEN, description="occurred at or after")
     end: str | None = Field(None, max_length=MAX_TOKEN, description="occurred before")
     limit: int | None = Field(None, ge=1, le=MAX_RECORDS, description="At most this many")
+    filter: FilterParam = Field(None, max_length=MAX_FILTER, description=FILTER_DESCRIPTION)
 
 
 class ContextParams(AsOfParams):
@@ -96,6 +127,7 @@ class ContextParams(AsOfParams):
     budget_tokens: int = Field(2000, ge=1, le=MAX_BUDGET, description="The token budget")
     session: str | None = Field(None, max_length=MAX_NAME, description="Session id")
     subject: str | None = Field(None, max_length=MAX_NAME, description="Fact subject")
+    filter: FilterParam = Field(None, max_length=MAX_FILTER, description=FILTER_DESCRIPTION)
 
 
 ReadParams = FactsParams | HistoryParams | SearchParams | RecordsParams | ContextParams

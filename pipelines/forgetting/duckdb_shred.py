@@ -35,7 +35,7 @@ PENDING = "forget_purge_pending"
 FILLER = "forget_purge_filler"
 
 CONTENT: dict[str, tuple[str, tuple[str, ...]]] = {
-    "records": ("event_id", ("text", "payload_json")),
+    "records": ("event_id", ("text", "payload_json", "metadata_json")),
     "fact_entries": ("event_id", ("object",)),
     "fact_versions": ("source_event_id", ("object",)),
 }

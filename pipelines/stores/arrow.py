@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from memstack.operators.log import LogPosition
 from memstack.operators.mutations import FactEntry, FactVersion, MemoryRow, RecordRow
 from memstack.pipelines.stores.base import Vectors
+from memstack.schemas.metadata import metadata_of
 from memstack.schemas.rows import FACT_ENTRIES, FACT_VERSIONS, RECORDS, memories_schema
 
 T = TypeVar("T")
@@ -68,7 +69,11 @@ def _dicts(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def _rows(table: pa.Table, make: Callable[..., T], names: Sequence[str]) -> list[T]:
-    return [make(**row) for row in _dicts(table.select(list(names)))]
+    rows = _dicts(table.select(list(names)))
+    if "metadata_json" in names:  # stored as JSON text, held as an object
+        for row in rows:
+            row["metadata"] = metadata_of(row.pop("metadata_json"))
+    return [make(**row) for row in rows]
 
 
 def to_records(table: pa.Table) -> list[RecordRow]:

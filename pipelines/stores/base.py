@@ -20,6 +20,7 @@ from memstack.foundation.log_coordinates import LogCut
 from memstack.operators.log import LogPosition
 from memstack.operators.mutations import FactEntry, FactVersion, MemoryRow, Mutation, RecordRow
 from memstack.operators.timeline import FactKey
+from memstack.schemas.filters import Filter
 
 Vectors = npt.NDArray[np.float32]
 
@@ -83,9 +84,10 @@ class EventIndex(Protocol):
 
     def records(
         self, tenant: str, *, session: str | None = None, since: datetime | None = None,
-        until: datetime | None = None, limit: int | None = None,
+        until: datetime | None = None, limit: int | None = None, filter: Filter | None = None,
     ) -> list[RecordRow]:
-        """Records of a tenant (and session) with ``since <= tt < until``, in log order."""
+        """Records of a tenant (and session) with ``since <= tt < until`` that pass the
+        metadata ``filter``, in log order."""
         ...
 
     def fact_entries(self, keys: Iterable[FactKey]) -> dict[FactKey, list[FactEntry]]:

@@ -39,6 +39,8 @@ from memstack.pipelines.stores import arrow, duckdb_asof
 from memstack.pipelines.stores.base import ApplyResult
 from memstack.pipelines.stores.duckdb_schema import check_tables, create_tables, q, translated
 from memstack.pipelines.stores.errors import StoreNotFoundError, StoreReadOnlyError
+from memstack.schemas.filter_sql import to_duckdb
+from memstack.schemas.filters import Filter
 from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
 
 log = logging.getLogger(__name__)
@@ -271,21 +273,29 @@ class DuckDBEventIndex:
         return rows[0] if rows else None
 
     def records(self, tenant: str, *, session: str | None = None, since: datetime | None = None,
-                until: datetime | None = None, limit: int | None = None) -> list[RecordRow]:
+                until: datetime | None = None, limit: int | None = None,
+                filter: Filter | None = None) -> list[RecordRow]:
         return arrow.to_records(self.records_table(tenant, session=session, since=since,
-                                                   until=until, limit=limit))
+                                                   until=until, limit=limit, filter=filter))
 
     def records_table(
         self, tenant: str, *, session: str | None = None, since: datetime | None = None,
         until: datetime | None = None, limit: int | None = None, columns: str = "*",
+        filter: Filter | None = None,
     ) -> pa.Table:
-        """:meth:`records` as a table (``columns``: a select list), without row objects."""
+        """:meth:`records` as a table (``columns``: a select list), without row objects;
+        ``filter``: a metadata filter, rendered by :func:`~memstack.schemas.filter_sql.to_duckdb`
+        beside the tenant and time clauses."""
         sql = [f"SELECT {columns} FROM records WHERE tenant = ?"]
         params: list[Any] = [tenant]
         for clause, value in (("session = ?", session), ("tt >= ?", since), ("tt < ?", until)):
             if value is not None:
                 sql.append(f"AND {clause}")
                 params.append(value)
+        if filter is not None:
+            where, values = to_duckdb(filter)
+            sql.append(f"AND {where}")
+            params += values
         sql.append('ORDER BY tt, "partition", "offset"')
         if limit is not None:
             sql.append(f"LIMIT {int(limit)}")

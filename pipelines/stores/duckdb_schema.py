@@ -79,7 +79,8 @@ def check_tables(con: duckdb.DuckDBPyConnection, path: str) -> None:
         if found.get(table) != want:
             raise StoreSchemaError(
                 f"{path}: table '{table}' has columns {found.get(table)}, this version expects "
-                f"{want}; move the stores directory away and rebuild it from the log"
+                f"{want}; the stores directory was written by another version: move it away and "
+                "rebuild it from the log (`memstack replay`)"
             )
 
 

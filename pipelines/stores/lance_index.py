@@ -34,7 +34,12 @@ from memstack.pipelines.stores.lance_maintenance import VECTOR_INDEX as VECTOR_I
 from memstack.pipelines.stores.lance_maintenance import IndexMaintenance, translated
 from memstack.pipelines.stores.lance_policy import IndexPolicy as IndexPolicy  # re-exported
 from memstack.pipelines.stores.lance_text import TenantTextSearch
-from memstack.schemas.rows import EMBEDDING_DIM, PRIMARY_KEYS, memories_schema
+from memstack.schemas.rows import (
+    EMBEDDING_DIM,
+    PRIMARY_KEYS,
+    memories_schema,
+    stored_memories_schema,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +77,13 @@ class LanceVectorIndex(IndexMaintenance):
             consistency = timedelta(0) if read_only else None
             self._db = lancedb.connect(self._dir, read_consistency_interval=consistency)
             self._table = self._open_or_create()
-        if self._table.schema != self._schema:
+        stored = stored_memories_schema(dim)
+        if self._table.schema != stored:
             raise StoreSchemaError(
-                f"{self._dir}: table '{TABLE}' has schema {self._table.schema}, expected "
-                f"{self._schema}; move the directory away and rebuild it from the log")
+                f"{self._dir}: table '{TABLE}' has columns {self._table.schema.names}, this "
+                f"version expects {stored.names} (types: {stored}); the stores directory was "
+                "written by another version: move it away and rebuild it from the log "
+                "(`memstack replay`)")
         self._refreshed_at = self._trained_at = 0
         self._indexes: frozenset[str] = frozenset()
         self._indexes_checked = -math.inf

@@ -2,6 +2,8 @@
 
 How each kind is merged so that it answers what one store holding every partition answers:
 
+- **metadata filters** are row-local: each shard applies the filter (its JSON form travels in
+  the request) in its own stores, as the single store does;
 - **records**: records are row-local (each answers as of by itself), so the union of the
   shards' answers, sorted in log order (``tt``, partition, offset) and cut to ``limit``, is the
   single store's answer;
@@ -33,12 +35,14 @@ from memstack.operators.facts import FactOperator
 from memstack.operators.mutations import FactEntry, MemoryRow, RecordRow
 from memstack.pipelines.shards import bm25
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
+from memstack.schemas import filters
 from memstack.schemas.events import TEXT_KINDS
 from memstack.server.router.fanout import Coverage, Fanout, Gathered
 from memstack.server.shards import wire
 from memstack.server.shards.reads import ShardSearch
 from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError
+from memstack.view.filtering import FilterSpec, as_filter
 from memstack.view.fusion import Candidate, fuse
 from memstack.view.memory_view import CANDIDATE_FACTOR, MIN_CANDIDATES, MemoryView
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
@@ -109,10 +113,12 @@ class RoutedView:
     # -- records -------------------------------------------------------------------------
 
     def records(self, session: str | None = None, start: datetime | None = None,
-                end: datetime | None = None, limit: int | None = None) -> list[Record]:
+                end: datetime | None = None, limit: int | None = None, *,
+                filter: FilterSpec = None) -> list[Record]:
         found = self.memory.gather("records", self._body(
             session=session, start=None if start is None else A.aware(start, "start").isoformat(),
-            end=None if end is None else A.aware(end, "end").isoformat()))
+            end=None if end is None else A.aware(end, "end").isoformat(),
+            filter=_filter_json(filter)))
         rows = [r for part in found.results.values() for r in wire.load(part, list[RecordRow])]
         rows.sort(key=lambda r: (r.tt, r.partition, r.offset))
         return rows if limit is None else rows[:limit]
@@ -152,12 +158,12 @@ class RoutedView:
 
     def search(self, text: str, k: int = 10, *, kinds: Sequence[str] | None = None,
                session: str | None = None, subject: str | None = None,
-               mode: SearchMode = "hybrid") -> list[SearchHit]:
+               mode: SearchMode = "hybrid", filter: FilterSpec = None) -> list[SearchHit]:
         _check_search(text, k, kinds)
         n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
         found = self.memory.gather("search", self._body(
             text=text, n=n, kinds=list(kinds) if kinds else None, session=session,
-            subject=subject, mode=mode))
+            subject=subject, mode=mode, filter=_filter_json(filter)))
         parts = {p: wire.load(r, ShardSearch) for p, r in found.results.items()}
         home: dict[str, int] = {}
         rows: dict[str, MemoryRow] = {}
@@ -191,11 +197,18 @@ class RoutedView:
     # -- context -------------------------------------------------------------------------
 
     def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
-                subject: str | None = None) -> Context:
+                subject: str | None = None, filter: FilterSpec = None) -> Context:
         from memstack.view.context import ContextRequest, assemble, default_sources
 
-        request = ContextRequest(text, budget_tokens, session, subject)
+        request = ContextRequest(text, budget_tokens, session, subject, as_filter(filter))
         return assemble(cast("AsOfView", self), request, default_sources())
+
+
+def _filter_json(spec: FilterSpec) -> dict[str, Any] | None:
+    """A filter as the shard API carries it: its JSON object (checked here, before any shard
+    is asked)."""
+    parsed = as_filter(spec)
+    return None if parsed is None else filters.to_json(parsed)
 
 
 def _check_search(text: str, k: int, kinds: Sequence[str] | None) -> None:

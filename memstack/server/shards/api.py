@@ -23,6 +23,7 @@ from memstack.pipelines.stores.bundle import Stores
 from memstack.server.shards import wire
 from memstack.server.shards.reads import ShardReader, ShardSearch
 from memstack.view.errors import ViewError
+from memstack.view.filtering import as_filter
 
 
 def _time(value: str | None) -> datetime | None:
@@ -33,7 +34,7 @@ def _reads(reader: ShardReader) -> dict[str, Callable[[Stores, dict[str, Any]], 
     def records(stores: Stores, body: dict[str, Any]) -> Any:
         rows = reader.records(stores, body["tenant"], wire.as_of_from(body["as_of"]),
                               body.get("session"), _time(body.get("start")),
-                              _time(body.get("end")))
+                              _time(body.get("end")), as_filter(body.get("filter")))
         return wire.dump(rows, list[RecordRow])
 
     def fact_entries(stores: Stores, body: dict[str, Any]) -> Any:
@@ -48,7 +49,8 @@ def _reads(reader: ShardReader) -> dict[str, Callable[[Stores, dict[str, Any]], 
         found = reader.search(stores, body["tenant"], wire.as_of_from(body["as_of"]),
                               body["text"], int(body["n"]), kinds=body.get("kinds"),
                               session=body.get("session"), subject=body.get("subject"),
-                              mode=body.get("mode", "hybrid"))
+                              mode=body.get("mode", "hybrid"),
+                              filter=as_filter(body.get("filter")))
         return wire.dump(found, ShardSearch)
 
     return {"records": records, "fact_entries": fact_entries, "rows": rows, "search": search}

@@ -22,6 +22,8 @@ from memstack.operators.mutations import FactEntry, MemoryRow, RecordRow
 from memstack.pipelines.shards import bm25
 from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.lance_index import quote
+from memstack.schemas.filter_sql import to_lance
+from memstack.schemas.filters import Filter
 from memstack.view import asof as A
 from memstack.view.memory_view import MemoryView
 from memstack.view.types import AsOf
@@ -62,10 +64,12 @@ class ShardReader:
         self._lock = threading.Lock()
 
     def records(self, stores: Stores, tenant: str, as_of: AsOf, session: str | None,
-                start: datetime | None, end: datetime | None) -> list[RecordRow]:
-        """The shard's records that answer as of, unlimited (the router cuts the limit)."""
+                start: datetime | None, end: datetime | None,
+                filter: Filter | None = None) -> list[RecordRow]:
+        """The shard's records that answer as of (and pass ``filter``), unlimited (the router
+        cuts the limit)."""
         view = MemoryView(tenant, stores).as_of(as_of.valid, as_of.known)
-        return view.records(session, start, end)
+        return view.records(session, start, end, filter=filter)
 
     def fact_entries(self, stores: Stores, tenant: str, subject: str | None,
                      relation: str | None) -> list[FactEntry]:
@@ -84,29 +88,36 @@ class ShardReader:
 
     def search(self, stores: Stores, tenant: str, as_of: AsOf, text: str, n: int, *,
                kinds: Sequence[str] | None, session: str | None, subject: str | None,
-               mode: str) -> ShardSearch:
+               mode: str, filter: Filter | None = None) -> ShardSearch:
         nearest: list[Nearest] = []
         if mode != "bm25":
             view = MemoryView(tenant, stores, encoder=self._encoder).as_of(as_of.valid,
                                                                          as_of.known)
             hits = view.search(text, n, kinds=kinds, session=session, subject=subject,
-                               mode="vector")
+                               mode="vector", filter=filter)
             nearest = [Nearest(h.memory, float(h.score.vector_distance or 0.0)) for h in hits]
         if mode == "vector":
             return ShardSearch(bm25.TermStats(0, 0, {}), [], nearest)
-        stats, matches = self._text_leg(stores, tenant, as_of, text, kinds, session, subject)
+        stats, matches = self._text_leg(stores, tenant, as_of, text, kinds, session, subject,
+                                        filter)
         return ShardSearch(stats, matches, nearest)
 
     def _text_leg(self, stores: Stores, tenant: str, as_of: AsOf, text: str,
-                  kinds: Sequence[str] | None, session: str | None,
-                  subject: str | None) -> tuple[bm25.TermStats, list[bm25.Match]]:
-        """Statistics over all the tenant's rows; matches among those in scope and as of."""
+                  kinds: Sequence[str] | None, session: str | None, subject: str | None,
+                  filter: Filter | None) -> tuple[bm25.TermStats, list[bm25.Match]]:
+        """Statistics over all the tenant's rows; matches among those in scope, as of and
+        passing the metadata filter (a LanceDB prefilter of its own)."""
         terms = bm25.query_terms(text)
         table = stores.vectors.scan(f"tenant = {quote(tenant)}", TEXT_COLUMNS)
         ids = table.column("memory_id").to_pylist()
         docs = self._tokenised(ids, table.column("text").to_pylist())
         stats = bm25.stats_of(docs, terms)
-        keep = _scope_mask(table, as_of, kinds, session, subject).to_pylist()
+        mask = _scope_mask(table, as_of, kinds, session, subject)
+        if filter is not None:
+            passing = stores.vectors.scan(f"tenant = {quote(tenant)} AND {to_lance(filter)}",
+                                          ["memory_id"]).column("memory_id")
+            mask = pc.and_(mask, pc.is_in(table["memory_id"], passing.combine_chunks()))
+        keep = mask.to_pylist()
         kept = [i for i, k in enumerate(keep) if k]
         return stats, bm25.matches_of([ids[i] for i in kept], [docs[i] for i in kept], terms)
 
