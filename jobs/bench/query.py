@@ -23,7 +23,11 @@ tenant check, fusion, row conversion):
   RRF: ``search_recall@10_vs_exact`` for the top 10 of fusion alone (``ranking=FUSED_ONLY``:
   the indexes' exactness; focus and neighbours reorder by design), ``vector_recall@10_vs_exact`` for
   ``mode="vector"`` against the exact cosine top 10, ``bm25_recall@10_vs_exact`` for
-  ``mode="bm25"`` against exact BM25 (a row tied with the exact 10th counts).
+  ``mode="bm25"`` against exact BM25 (a row tied with the exact 10th counts). Each query is
+  also run with a selective metadata filter (every row has ``{"bucket": b}``, 100 buckets; the
+  filter keeps the query row's bucket, 1 % of rows): ``search_filtered_p50_ms`` /
+  ``_p99_ms`` for the whole call, ``search_filtered_recall@10_vs_exact`` for fusion alone
+  against exact fusion over the rows that pass, ``search_filtered_wrong`` for hits outside it.
 
 ``--quick``: 100k fact versions and 100k memories (``rows`` says how many). Nothing is cached:
 each run generates its data into a temporary directory (1M: ~20 s for the facts, ~25 s to write
@@ -40,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from memstack.jobs.bench.exact import PAD, ExactBM25, exact_cosine, recall_with_ties, rrf_top
 from memstack.jobs.measure import Report, Result
@@ -49,13 +54,14 @@ from memstack.pipelines.stores.base import Vectors
 from memstack.pipelines.stores.bundle import Stores
 from memstack.view import MemoryView
 from memstack.view.fusion import BM25_WEIGHT, RRF_K, VECTOR_WEIGHT
-from memstack.view.memory_view import CANDIDATE_FACTOR, MIN_CANDIDATES
+from memstack.view.memory_view import CANDIDATE_FACTOR, MIN_CANDIDATES, AsOfView
 from memstack.view.search import FUSED_ONLY
 
 TENANTS = 10
 MOVES = 5
 DIM = 384
 CLUSTERS = 1000
+BUCKETS = 100
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 V0 = datetime(2024, 1, 1, tzinfo=UTC)
 VOCAB = np.array([f"w{i}" for i in range(5000)])
@@ -186,6 +192,8 @@ class Corpus:
         common[np.arange(30) >= rng.integers(4, 31, size=(rows, 1))] = PAD
         picks = rng.integers(5, size=(rows, 3))
         self.tokens = np.concatenate([common, self.topics[self.cluster[:, None], picks]], axis=1)
+        self.bucket = rng.integers(BUCKETS, size=rows)
+        """Each row's metadata ``{"bucket": b}``: a filter on one bucket keeps 1 % of rows."""
 
     def text(self, row: int) -> str:
         return " ".join(VOCAB[t] for t in self.tokens[row] if t != PAD)
@@ -196,7 +204,7 @@ class Corpus:
             at = V0 + timedelta(days=float(self.days[i]))
             out.append(MemoryRow(f"m{i}", f"m{i}", f"t{self.tenant[i]}", f"s{i % 1000}", None,
                                  "message", self.text(i), at, None, at + timedelta(days=400),
-                                 None, i % 3, i))
+                                 None, i % 3, i, {"bucket": int(self.bucket[i])}))
         return out
 
 
@@ -220,6 +228,9 @@ class Scores:
     fused: list[float] = field(default_factory=list)
     vector: list[float] = field(default_factory=list)
     bm25: list[float] = field(default_factory=list)
+    filtered_ms: list[float] = field(default_factory=list)
+    filtered: list[float] = field(default_factory=list)
+    filtered_wrong: int = 0
 
 
 def _ids(rows: Iterable[int]) -> list[str]:
@@ -263,6 +274,8 @@ def bench_search(stores: Stores, corpus: Corpus, report: Report,
         got = view.search(text, 10, mode="bm25")
         rows = [int(h.memory.memory_id[1:]) for h in got]
         scores.bm25.append(recall_with_ties(rows, text_scores, bm25.scores(terms.tolist()), 10))
+        _filtered(view, text, int(corpus.bucket[row]), allowed, corpus, bm25, terms, encoder,
+                  scores, n)
     ms = np.array(scores.ms)
     out = {"search_p50_ms": float(np.percentile(ms, 50)),
            "search_p99_ms": float(np.percentile(ms, 99)),
@@ -270,13 +283,40 @@ def bench_search(stores: Stores, corpus: Corpus, report: Report,
            "search_recall@10_vs_exact": float(np.mean(scores.fused)),
            "vector_recall@10_vs_exact": float(np.mean(scores.vector)),
            "bm25_recall@10_vs_exact": float(np.mean(scores.bm25)),
-           "search_queries": float(queries)}
+           "search_queries": float(queries),
+           "search_filtered_p50_ms": float(np.percentile(scores.filtered_ms, 50)),
+           "search_filtered_p99_ms": float(np.percentile(scores.filtered_ms, 99)),
+           "search_filtered_recall@10_vs_exact": float(np.mean(scores.filtered)),
+           "search_filtered_wrong": float(scores.filtered_wrong)}
     report("search (query encoding included): p50 %.1f ms, p99 %.1f ms (encoding p50 %.1f ms); "
            "recall@10 vs exact: fused %.3f, vector only %.3f, BM25 only %.3f",
            out["search_p50_ms"], out["search_p99_ms"], out["query_encode_p50_ms"],
            out["search_recall@10_vs_exact"],
            out["vector_recall@10_vs_exact"], out["bm25_recall@10_vs_exact"])
+    report("search with a metadata filter keeping 1 %% of rows: p50 %.1f ms, p99 %.1f ms; "
+           "fused recall@10 vs exact %.3f; %d hits outside the filter",
+           out["search_filtered_p50_ms"], out["search_filtered_p99_ms"],
+           out["search_filtered_recall@10_vs_exact"], scores.filtered_wrong)
     return out
+
+
+def _filtered(view: AsOfView, text: str, bucket: int, allowed: npt.NDArray[np.bool_],
+              corpus: Corpus, bm25: ExactBM25, terms: npt.NDArray[np.int64],
+              encoder: QueryEncoder, scores: Scores, n: int) -> None:
+    """The same query with the selective filter ``{"bucket": b}`` (the query row's bucket):
+    the whole timed call, and its fusion against exact fusion over the rows that pass it."""
+    where = {"bucket": bucket}
+    t = time.perf_counter()
+    hits = view.search(text, 10, filter=where)
+    scores.filtered_ms.append((time.perf_counter() - t) * 1000)
+    scores.filtered_wrong += sum(h.memory.metadata != where for h in hits)
+    passing = allowed & (corpus.bucket == bucket)
+    by_text, _ = bm25.top(terms.tolist(), passing, n)
+    by_vector = exact_cosine(corpus.vectors, encoder.vectors[text], passing, n)
+    truth = set(rrf_top(_ids(by_text), _ids(by_vector), 10, rrf_k=RRF_K,
+                        text_weight=BM25_WEIGHT, vector_weight=VECTOR_WEIGHT))
+    fused = view.search(text, 10, ranking=FUSED_ONLY, filter=where)
+    scores.filtered.append(len(truth & {h.memory.memory_id for h in fused}) / max(1, len(truth)))
 
 
 def run(quick: bool, report: Report) -> Result:

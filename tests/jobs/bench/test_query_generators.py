@@ -1,13 +1,27 @@
-"""The query benchmark's generators and its facts oracle, checked against each other."""
+"""The query benchmark's generators and its oracles (facts, the filtered search), checked."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 
 from memstack.jobs.bench.exact import PAD, tokenize
-from memstack.jobs.bench.query import MOVES, T0, V0, VOCAB, Corpus, expected, fact_versions
+from memstack.jobs.bench.query import (
+    BUCKETS,
+    MOVES,
+    T0,
+    V0,
+    VOCAB,
+    Corpus,
+    bench_search,
+    build_memories,
+    expected,
+    fact_versions,
+)
+from memstack.jobs.measure import Report
+from memstack.pipelines.stores.bundle import Stores
 
 
 def _as_of(versions: list, vt: object, tt: object) -> list[str]:  # type: ignore[type-arg]
@@ -58,3 +72,25 @@ def test_corpus_texts_are_its_tokens_and_carry_their_cluster_topics() -> None:
     assert np.allclose(np.linalg.norm(corpus.vectors, axis=1), 1.0, atol=1e-5)
     same = corpus.vectors[corpus.cluster == corpus.cluster[0]]
     assert float((same @ corpus.vectors[0]).mean()) > 0.3  # a cluster is a neighbourhood
+
+
+def test_every_row_carries_its_bucket_and_buckets_split_the_corpus() -> None:
+    corpus = Corpus(2000, np.random.default_rng(2))
+    rows = corpus.rows(0, 2000)
+    assert [r.metadata for r in rows[:50]] == [{"bucket": int(b)} for b in corpus.bucket[:50]]
+    counts = np.bincount(corpus.bucket, minlength=BUCKETS)
+    assert counts.min() >= 1 and counts.max() <= 60  # ~20 per bucket: the filter keeps ~1 %
+
+
+def test_the_filtered_search_is_timed_checked_and_scored_on_real_stores(tmp_path: Path) -> None:
+    """A small corpus through the real stores and the view: every hit of the filtered search
+    passes the filter, and with no index built (flat search) fusion equals exact fusion."""
+    rng = np.random.default_rng(3)
+    corpus = Corpus(3000, rng)
+    report = Report("test")
+    with Stores.open(tmp_path / "stores") as stores:
+        build_memories(stores, corpus, 3000, report)
+        figures = bench_search(stores, corpus, report, rng, 4)
+    assert figures["search_filtered_wrong"] == 0
+    assert figures["search_filtered_p50_ms"] > 0
+    assert figures["search_filtered_recall@10_vs_exact"] == 1.0
