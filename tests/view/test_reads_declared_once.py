@@ -25,7 +25,7 @@ from memstack.view.reads import READS, AsOfParams, Operation
 EMPTY = (None, (), [], "current")
 """Defaults that all mean "not given" (``current`` is the MCP tools' spelling of now)."""
 AS_OF = set(AsOfParams.model_fields)
-OUT_OF_VIEW = {"ranking"}
+OUT_OF_VIEW = frozenset({"ranking"})
 """The local view's Python-only knob (the ranking's stages), not a read parameter."""
 
 
@@ -38,7 +38,7 @@ def _plain(value: Any) -> Any:
     return None if value in EMPTY else value
 
 
-def signature_of(fn: Any, *, drop: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+def signature_of(fn: Any, *, drop: frozenset[str] = frozenset()) -> dict[str, Any]:
     params = inspect.signature(fn).parameters.values()
     return {p.name: None if p.default is inspect.Parameter.empty else _plain(p.default)
             for p in params if p.name not in {"self", "ctx"} | drop}
@@ -82,8 +82,8 @@ def _http_declared(op: Operation) -> dict[str, Any]:
 
 
 def test_http_routes_of_service_and_router_are_the_declaration() -> None:
-    service = create_app(lambda: None, keys=ApiKeys({}))  # type: ignore[arg-type, return-value]
-    router = router_app(Fanout(lambda: [], [0]), ApiKeys({}))
+    service = create_app(lambda: None, keys=ApiKeys(()))  # type: ignore[arg-type, return-value]
+    router = router_app(Fanout(lambda: [], [0]), ApiKeys(()))
     for app in (service, router):
         spec = app.openapi()
         for op in READS:
