@@ -7,7 +7,9 @@ rewritten), audits each and marks it applied. Ingest goes on meanwhile: the stor
 eraser's commits next to the writer's (LanceDB commits are optimistic and retried; DuckDB
 purges on its own connection).
 
-The eraser opens its own handles (:func:`open_processor`) in its thread and closes them when it
+The eraser builds its processor (``open_processor``) in its thread, again for each pass (the
+stores that forget are decided when a processor is built: the consolidated weights join once
+their checkpoints exist; the store thread builds one per batch too), and closes it when it
 stops. A failed pass (a full disk) is retried after :attr:`retry_s` with every request still
 waiting; nothing is marked applied before it is erased and audited, so a restart hides and
 erases the unapplied requests again from the ledger.
@@ -107,6 +109,15 @@ class Eraser:
                 batch = carried + self._take(block=not carried)
                 if not batch:
                     continue
+                try:
+                    processor = self._current(processor)
+                except Exception as exc:  # as a failed pass: the requests stay hidden
+                    self.failure = exc
+                    log.exception("the eraser could not open the stores for %d forget "
+                                  "request(s); retrying in %.0f s", len(batch), self.retry_s)
+                    carried = batch
+                    self._stop.wait(self.retry_s)
+                    continue
                 here = [h for h in batch if _same(h, processor)]
                 if not here:  # hidden in other stores (the service switched): open those
                     processor.stores.close()
@@ -125,6 +136,19 @@ class Eraser:
                     self._stop.wait(self.retry_s)
         finally:
             processor.stores.close()
+
+    def _current(self, processor: ForgetProcessor) -> ForgetProcessor:
+        """A processor built for this pass, as the store thread builds one for each batch: the
+        stores that forget are decided when it is built (the consolidated weights join once
+        their checkpoints exist), so one kept from the thread's start would erase, audit and
+        mark applied without a store that joined since. ``processor`` is kept instead while
+        the stores were switched (its requests are erased where they were hidden first)."""
+        fresh = self._open()
+        if fresh.stores.directory != processor.stores.directory:
+            fresh.stores.close()
+            return processor
+        processor.stores.close()
+        return fresh
 
     def _take(self, *, block: bool) -> list[Hidden]:
         batch: list[Hidden] = []
