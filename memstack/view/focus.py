@@ -59,6 +59,22 @@ class TermShares:
             counts.update(set(terms(text)))
         return cls(rows, dict(counts))
 
+    @classmethod
+    def of_terms(cls, texts: Iterable[str], wanted: Iterable[str]) -> TermShares:
+        """:meth:`of` counted for the ``wanted`` terms only (the same counts for those): an
+        ASCII text that does not hold one of them as a lower-cased substring is not split."""
+        wanted = set(wanted)
+        counts: Counter[str] = Counter()
+        rows = 0
+        for text in texts:
+            rows += 1
+            if text.isascii():
+                lower = text.lower()
+                if not any(term in lower for term in wanted):
+                    continue
+            counts.update(wanted.intersection(terms(text)))
+        return cls(rows, dict(counts))
+
     def common(self, term: str, share: float = COMMON_SHARE) -> bool:
         return self.rows >= MIN_SAMPLE and self.holding.get(term, 0) > share * self.rows
 
@@ -71,6 +87,11 @@ def focus(query: str, shares: TermShares, share: float = COMMON_SHARE) -> str:
     if not kept or len(kept) == len(words):
         return query
     return " ".join(kept)
+
+
+def query_terms(query: str) -> set[str]:
+    """The terms of ``query`` that :func:`focus` looks up (each word's first term)."""
+    return {parts[0] for parts in map(terms, query.split()) if parts}
 
 
 def _common_word(word: str, shares: TermShares, share: float) -> bool:

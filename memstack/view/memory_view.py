@@ -10,6 +10,7 @@ checked again here (:func:`_own`): a row of another tenant raises instead of bei
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,14 +18,19 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from memstack.pipelines.stores.arrow import to_memories
 from memstack.pipelines.stores.lance_index import quote
 from memstack.schemas.events import TEXT_KINDS
 from memstack.schemas.filter_sql import to_lance
+from memstack.schemas.filters import matches
 from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError, TenantScopeError
 from memstack.view.filtering import FilterSpec, as_filter
+from memstack.view.focus import SAMPLE_ROWS, TermShares, focus, query_terms
 from memstack.view.fusion import Candidate, fuse
+from memstack.view.selective import MAX_RANKED
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
 if TYPE_CHECKING:
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
     from memstack.view.context import ContextSource
     from memstack.view.recall import RecallAnswer, RecallReader
     from memstack.view.search import Ranking
+    from memstack.view.selective import Members, Slice
     from memstack.view.state import SessionStateReader, SessionStateView
 
 log = logging.getLogger(__name__)
@@ -191,12 +198,16 @@ class AsOfView:
         candidates fused by RRF, then the neighbours' shares (:mod:`memstack.view.search`;
         ``ranking`` sets those stages, default :data:`~memstack.view.search.RANKING`).
         ``filter`` (a metadata filter, :mod:`memstack.schemas.filters`) is a scope clause:
-        both legs and the neighbour stage prefilter on it in LanceDB.
+        when few of the tenant's rows pass it, they are read first and ranked exactly
+        (:mod:`memstack.view.selective`); otherwise both legs and the neighbour stage
+        prefilter on it in LanceDB. Every hit's metadata is checked by the filter's Python
+        form.
 
         Each retriever returns slim candidates (id, tenant, session, the as-of columns); the
         full rows are read for the final top ``k`` only.
         """
-        from memstack.view.search import RANKING, focused, own_table, with_neighbours
+        from memstack.view import selective
+        from memstack.view.search import RANKING, own_table, with_neighbours
 
         if k < 1:
             raise InvalidQueryError(f"k={k} must be at least 1")
@@ -204,22 +215,22 @@ class AsOfView:
             raise InvalidQueryError("search text is empty")
         scope = self._scope_clauses(kinds, session, subject, filter)
         n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
-        vectors = self.memory.stores.vectors
         stages = ranking or RANKING
-        query = focused(self, text, scope, stages.common_share) if mode == "hybrid" else text
-        text_leg: Future[pa.Table] | None = None
-        if mode != "vector":  # BM25 in a worker while this thread encodes and runs the ANN leg
-            words = _fts_text(query)
-            text_leg = _legs().submit(self._leg, lambda m, w: vectors.text_candidates(
-                words, tenant=self.tenant, k=m, where=w), n, scope)
-        try:
-            by_vector: pa.Table | None = None
-            if mode != "bm25":
-                vector = self.memory.encoder.encode([query])[0]
-                by_vector = self._leg(lambda m, w: vectors.vector_candidates(
-                    vector, tenant=self.tenant, k=m, where=w), n, scope)
-        finally:
-            by_text = None if text_leg is None else text_leg.result()
+        metadata = as_filter(filter)
+        found, broad = None, None
+        chosen = None if metadata is None else selective.plan(self, metadata, kinds, session,
+                                                               subject)
+        if isinstance(chosen, selective.Slice):  # a selective filter: its rows first
+            found = self._selective_legs(chosen, text, scope, mode, stages, n)
+        elif isinstance(chosen, selective.Members):  # a broad one: kept from the rows ranked
+            broad = chosen
+        if found is not None:
+            by_text, by_vector, pool = found
+        else:
+            by_text, by_vector = self._prefiltered_legs(
+                text, scope, mode, stages, n,
+                None if broad is None else (broad, self._scope_clauses(kinds, session, subject)))
+            pool = None
         legs = [t for t in (by_text, by_vector) if t is not None]
         for table in legs:
             own_table(table, self.tenant, "search")
@@ -228,14 +239,88 @@ class AsOfView:
               for m, r in zip(t["memory_id"].to_pylist(), t["_rowid"].to_pylist(), strict=True)}
         if mode == "hybrid":
             fused, around = with_neighbours(self, fused, at, scope, k,
-                                            stages.neighbour_weight)
+                                            stages.neighbour_weight, pool)
             at.update(around)
         fused = fused[:k]
         ids = [f.memory_id for f in fused]
-        rows = {r.memory_id: r for r in _own(vectors.rows_at([at[m] for m in ids], ids),
-                                             self.tenant, "search")}
+        vectors = self.memory.stores.vectors
+        if pool is not None and "text" in pool.column_names:  # the rows are at hand
+            read = to_memories(pool.filter(pc.is_in(pool.column("memory_id"),
+                                                    pa.array(ids, pa.string()))))
+        else:
+            read = vectors.rows_at([at[m] for m in ids], ids)
+        rows = {r.memory_id: r for r in _own(read, self.tenant, "search")}
+        if metadata is not None:  # the filter's Python form, the judge, on every hit
+            rows = {m: r for m, r in rows.items() if matches(metadata, r.metadata)}
         return [SearchHit(f.rank, rows[f.memory_id], f.score) for f in fused
                 if f.memory_id in rows]  # a row deleted between the legs and the read is gone
+
+    def _prefiltered_legs(self, text: str, scope: list[str], mode: SearchMode, stages: Ranking,
+                          n: int, broad: tuple[Members, list[str]] | None = None
+                          ) -> tuple[pa.Table | None, pa.Table | None]:
+        """Both legs with the scope (and a metadata filter) as a LanceDB prefilter; ``broad``:
+        a broad filter's rows and the scope without it (see :meth:`_leg`)."""
+        from memstack.view.search import focused
+
+        vectors = self.memory.stores.vectors
+        query = focused(self, text, scope, stages.common_share) if mode == "hybrid" else text
+        text_leg: Future[pa.Table] | None = None
+        if mode != "vector":  # BM25 in a worker while this thread encodes and runs the ANN leg
+            words = _fts_text(query)
+            text_leg = _legs().submit(self._leg, lambda m, w: vectors.text_candidates(
+                words, tenant=self.tenant, k=m, where=w), n, scope, broad)
+        try:
+            by_vector: pa.Table | None = None
+            if mode != "bm25":
+                vector = self.memory.encoder.encode([query])[0]
+                by_vector = self._leg(lambda m, w: vectors.vector_candidates(
+                    vector, tenant=self.tenant, k=m, where=w), n, scope, broad)
+        finally:
+            by_text = None if text_leg is None else text_leg.result()
+        return by_text, by_vector
+
+    def _selective_legs(self, chosen: Slice, text: str, scope: list[str],
+                        mode: SearchMode, stages: Ranking, n: int
+                        ) -> tuple[pa.Table | None, pa.Table | None, pa.Table] | None:
+        """Both legs over a selective filter's rows (:mod:`memstack.view.selective`): the as-of
+        predicate on the rows the metadata index holds, BM25 prefiltered on their ``_rowid``,
+        exact cosine over their vectors; the rows are the neighbour stage's pool. None when a
+        row moved since the index read it (the caller prefilters instead)."""
+        from memstack.view import selective
+
+        vectors = self.memory.stores.vectors
+        pool = chosen.answering(self)
+        texts = mode == "hybrid" and stages.common_share is not None
+        columns = ["text"] * texts + ["vector"] * (mode != "bm25")
+        sample = pool
+        if columns and pool.num_rows <= SAMPLE_ROWS:  # one read: texts, vectors, the hits
+            read = sample = selective.read(self, pool, columns)
+        elif columns:
+            read = selective.read(self, pool, ["vector"]) if mode != "bm25" else pool
+            if texts:
+                sample = selective.read(self, pool.slice(0, SAMPLE_ROWS), ["text"])
+        else:
+            read = pool
+        if read is None or sample is None:
+            return None
+        pool = read
+        query = text
+        if texts:  # the terms common in the rows searched leave the query
+            shares = TermShares.of_terms(sample.column("text").to_pylist(), query_terms(text))
+            query = focus(text, shares, stages.common_share)  # type: ignore[arg-type]  # texts
+        text_leg: Future[pa.Table] | None = None
+        if mode != "vector" and pool.num_rows:
+            words, where = _fts_text(query), selective.rowid_clause(pool)
+            text_leg = _legs().submit(lambda: vectors.text_candidates(
+                words, tenant=self.tenant, k=n, where=where))
+        try:
+            by_vector: pa.Table | None = None
+            if mode != "bm25":  # while the BM25 leg runs in a worker
+                vector = self.memory.encoder.encode([query])[0]
+                by_vector = selective.vector_leg(pool, vector, n)
+        finally:
+            by_text = None if text_leg is None else text_leg.result()
+        return by_text, by_vector, pool
 
     def _candidates(self, table: pa.Table | None) -> list[Candidate]:
         """The leg's rows as fusion candidates (their tenant checked by the caller)."""
@@ -245,7 +330,8 @@ class AsOfView:
                                                       table.column("score").to_pylist(),
                                                       strict=True)]
 
-    def _leg(self, search: _Leg, n: int, scope: list[str]) -> pa.Table:
+    def _leg(self, search: _Leg, n: int, scope: list[str],
+             broad: tuple[Members, list[str]] | None = None) -> pa.Table:
         """The top ``n`` candidates of one retriever that answer as of.
 
         The as-of predicate is applied to the top ``POSTFILTER_FACTOR * n`` rows of the scope
@@ -254,10 +340,21 @@ class AsOfView:
         prefiltered search ranks first (scores do not depend on the filter), except that
         LanceDB breaks exact score ties differently. When fewer than ``n`` of them answer as
         of (an early ``valid``/``known``), the leg is run again with the full prefilter.
+
+        A broad metadata filter (``broad``: its rows, by ``_rowid``, and the scope without it)
+        is applied the same way, to the top ``POSTFILTER_FACTOR * n / share`` rows (at most
+        :data:`~memstack.view.selective.MAX_RANKED`) of the scope without it: LanceDB
+        evaluates the JSON filter of every row of the tenant (~400 ms a leg at 1M rows).
         """
-        fetch = POSTFILTER_FACTOR * n
-        found = search(fetch, " AND ".join(scope) or None)
-        kept = found.filter(A.memory_mask(found, self.as_of))
+        fetch, ranked = POSTFILTER_FACTOR * n, scope
+        if broad is not None:
+            fetch = min(math.ceil(fetch / broad[0].share), MAX_RANKED)
+            ranked = broad[1]
+        found = search(fetch, " AND ".join(ranked) or None)
+        keep = A.memory_mask(found, self.as_of)
+        if broad is not None:
+            keep = pc.and_(keep, broad[0].mask(found))
+        kept = found.filter(keep)
         if kept.num_rows >= n or found.num_rows < fetch:
             return kept.slice(0, n)
         return search(n, " AND ".join([A.memory_predicate(self.as_of), *scope]))

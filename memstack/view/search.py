@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memstack.pipelines.stores.lance_index import quote
 from memstack.schemas import asof as rule
@@ -30,6 +31,7 @@ from memstack.view.errors import TenantScopeError
 from memstack.view.focus import COMMON_SHARE, ScopeTerms, focus
 from memstack.view.fusion import Fused
 from memstack.view.neighbours import NEIGHBOUR_WEIGHT, WINDOW, Placed, spread
+from memstack.view.selective import neighbour_rows
 from memstack.view.types import ScoreParts
 
 if TYPE_CHECKING:
@@ -88,19 +90,26 @@ def _own_tenants(tenants: Sequence[str], tenant: str, what: str) -> None:
 
 
 def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
-                    scope: Sequence[str], k: int, weight: float
+                    scope: Sequence[str], k: int, weight: float, pool: pa.Table | None = None
                     ) -> tuple[list[Fused], dict[str, int]]:
     """``fused`` re-scored with the neighbours' shares and re-ordered; also the ``_rowid`` of
-    every neighbour row read (to read the final rows by). ``at``: the candidates' row ids."""
+    every neighbour row read (to read the final rows by). ``at``: the candidates' row ids.
+    ``pool``: every row in scope that answers as of, when the caller holds them (a selective
+    filter's rows, :mod:`memstack.view.selective`): the neighbours are found among them."""
     if weight <= 0.0 or not fused:
         return fused, {}
     best = [f.memory_id for f in fused[: AROUND_FACTOR * k]]
-    read = view.memory.stores.vectors.rows_at([at[m] for m in best], best)
-    _own_tenants([r.tenant for r in read], view.tenant, "search")
-    around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
+    if pool is not None:
+        placed = {p.memory_id: p for p in _placed(pool.filter(
+            pc.is_in(pool.column("memory_id"), pa.array(best, pa.string()))))}
+        around = [placed[m] for m in best if m in placed]
+    else:
+        read = view.memory.stores.vectors.rows_at([at[m] for m in best], best)
+        _own_tenants([r.tenant for r in read], view.tenant, "search")
+        around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
     if not around:
         return fused, {}
-    table = _neighbour_rows(view, around, scope)
+    table = _neighbour_rows(view, around, scope) if pool is None else neighbour_rows(pool, around)
     rows: dict[str, Placed] = {p.memory_id: p for p in around}
     row_ids: dict[str, int] = {}
     for place, rowid in zip(_placed(table), table.column("_rowid").to_pylist(), strict=True):

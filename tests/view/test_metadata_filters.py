@@ -1,6 +1,7 @@
 """Metadata on real stores: kept on the rows, returned in answers, and filtered inside DuckDB
-(records) and LanceDB (search, both legs and the neighbours), as of a past known time; over
-HTTP a bad filter is a 422 naming the field and the operator.
+(records) and LanceDB (search, both legs and the neighbours: on the rows the metadata index
+finds, kept from the rows ranked without it, or as a prefilter), as of a past known time;
+over HTTP a bad filter is a 422 naming the field and the operator.
 
 The scenario: tenant ``acme`` writes twelve notes about trips with metadata, one a day in
 January 2025 (log time), each valid from its own day in 2024; tenant ``other`` writes notes
@@ -20,7 +21,7 @@ from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
 from memstack.server.api_keys import ApiKeys
 from memstack.server.app import create_app
-from memstack.view import MemoryView
+from memstack.view import MemoryView, selective
 from memstack.view.errors import InvalidFilterError
 from tests.view.givens import project
 from tests.view.metadata_givens import DAYS, KNOWN_MID, METADATA, day, expected, scenario
@@ -77,10 +78,25 @@ def test_records_filter_in_duckdb_now_and_as_of_a_past_time(acme: MemoryView,
     assert past == expected(spec, range(6))  # a match written after `known` is not returned
 
 
+@pytest.fixture(params=["id-first", "broad", "prefilter"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How a search applies its filter (:func:`memstack.view.selective.plan`): its rows read
+    first (the default for these few rows), kept from the rows ranked without it (a broad
+    filter's), or as a LanceDB prefilter."""
+    if request.param != "id-first":
+        monkeypatch.setattr(selective, "ID_FIRST_MAX", -1)
+    if request.param == "broad":
+        monkeypatch.setattr(selective, "ID_FIRST_BROAD", 0)
+        monkeypatch.setattr(selective, "BROAD_MIN_SHARE", 0.0)
+    if request.param == "prefilter":
+        monkeypatch.setattr(selective, "BROAD_MIN_SHARE", 2.0)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
 @pytest.mark.parametrize("spec", FILTERS, ids=IDS)
 def test_search_filter_in_lance_now_and_as_of_a_past_time(acme: MemoryView, spec: dict[str, Any],
-                                                          mode: str) -> None:
+                                                          mode: str, path: str) -> None:
     for view, days in ((acme.as_of(), range(DAYS)), (acme.as_of(known=KNOWN_MID), range(6))):
         hits = view.search("our trip: we walked and ate well", DAYS * 2, mode=mode,  # type: ignore[arg-type]
                            filter=spec)
@@ -88,7 +104,7 @@ def test_search_filter_in_lance_now_and_as_of_a_past_time(acme: MemoryView, spec
         assert all(h.memory.tenant == "acme" for h in hits)
 
 
-def test_context_keeps_only_rows_that_pass(acme: MemoryView) -> None:
+def test_context_keeps_only_rows_that_pass(acme: MemoryView, path: str) -> None:
     spec = {"tags": {"contains": "beach"}}
     context = acme.as_of(known=KNOWN_MID).context("our trip", 4000, session="trip0",
                                                   filter=spec)
