@@ -106,6 +106,8 @@ class LiveApp:
     before_assigned: Callable[[list[int]], Awaitable[None]] | None = None
     """Awaited after each rebalance with the assigned partitions, before the processor seeks
     to the stores' offsets (sharded workers open and close their shards here)."""
+    session_state: SessionStateStep | None = None
+    """The session states this worker keeps (None: a worker without a commit path)."""
     _last: tuple[float, int] = field(default=(0.0, 0))
 
     def request_stop(self, why: str, *, failed: bool = False) -> None:
@@ -229,6 +231,7 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
         log.info("no commit path given: session state is off for this worker")
     live = LiveApp(settings, config, app,
                    LiveProcessor(projector, send_dead_letters, seek, probe))
+    live.session_state = state
     _declare_agent(live, events)
     if forgetting is not None:
         live.forgetting = forgetting

@@ -131,9 +131,11 @@ def _live_service(settings: Settings, options: ServiceOptions, live: LiveApp,
 
     _hook(live, feed, watch, applied)
     live.exclusive = gate.writing
+    step = live.session_state
     return LiveService(watch, gate, feed, writer, desk,
                        WriteLimits(options.max_events, options.max_bytes),
-                       options.after_timeout_s, health, settings.sealing_warning)
+                       options.after_timeout_s, health, settings.sealing_warning,
+                       None if step is None else step.updater.snapshot)
 
 
 def _health(settings: Settings, options: ServiceOptions, live: LiveApp) -> ServiceHealth:

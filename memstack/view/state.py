@@ -1,10 +1,12 @@
 """Reading the session state: ``reader.session_state(tenant, session).read(query_text, k)``.
 
-The durable state is fixed-size (sums only, see docs/session-state.md), so a read is decoded
-against candidate values fetched from the stores:
+The durable state is fixed-size (sums and a code ring, see docs/session-state.md):
 
-- TURNS head (key = value = embed(text)): the session's text records (DuckDB) with their stored
-  MiniLM vectors (LanceDB ``vectors_of``), projected like the state's values;
+- TURNS head: the code ring decodes by itself to the log offsets of the best turns, named by
+  the session's records at those offsets. A state without a ring (snapshotted before rings)
+  decodes the sums against candidate values from the stores: the session's text records
+  (DuckDB) with their stored MiniLM vectors (LanceDB ``vectors_of``), projected like the
+  state's values;
 - FACTS head (key = embed("subject relation"), value = embed(object)): the tenant's current
   facts; their objects are embedded with the encoder (cached per object text).
 
@@ -26,8 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 import torch
+from pydantic import BaseModel
 
-from memstack.operators.session_state import _projection, read_matrix, score_values
+from memstack.operators.session_state import _projection, codes, read_matrix, score_values
 from memstack.operators.session_state.arena import SessionSums
 from memstack.operators.session_state.codec import restore_sums
 from memstack.operators.session_state.keys import Head, project
@@ -113,6 +116,9 @@ class SessionStateView:
         for head in heads:
             if self.state.counts[int(head)] == 0:
                 continue
+            if head == Head.TURNS and self.state.ring is not None:
+                hits += self._ring_hits(q_vec, k)
+                continue
             cands = self._candidates(head)
             if not cands:
                 continue
@@ -123,6 +129,17 @@ class SessionStateView:
                      for (c, _), s in zip(cands, scores.tolist(), strict=True)
                      if math.isfinite(s)]
         return sorted(hits, key=lambda h: -h.score)[:k]
+
+    def _ring_hits(self, query: F64, k: int) -> list[StateHit]:
+        """The TURNS head from the code ring: the best codes' offsets, named by the session's
+        records at those log offsets (no vector is fetched: the ring decodes by itself)."""
+        assert self.state is not None and self.state.ring is not None
+        best = dict(codes.read(self.state.ring, query, k))
+        if not best:
+            return []
+        rows = self.reader.stores.events.records(self.tenant, session=self.session)
+        return [StateHit(r.event_id, r.text or "", Head.TURNS, best[r.offset], r.tt)
+                for r in rows if r.offset in best and r.text]
 
     def _candidates(self, head: Head) -> list[tuple[StateHit, F64]]:
         stores = self.reader.stores
@@ -139,6 +156,39 @@ class SessionStateView:
         vecs = self.reader.object_vectors([f.object for f in facts])
         return [(StateHit(f.source_event_id, f"{f.subject} {f.relation} {f.object}", head, 0.0,
                           f.tt_from), v) for f, v in zip(facts, vecs, strict=True)]
+
+
+class SessionStateInfo(BaseModel):
+    """What one session's state holds and weighs (the inspector's session panel)."""
+
+    tenant: str
+    session: str
+    bytes: int
+    """The snapshot's size: everything the state holds, header included."""
+    items: dict[str, int]
+    """Items added per head (``facts``, ``turns``), forgotten ones subtracted."""
+    ring_turns: int
+    """Turns its code ring holds (0 without a ring)."""
+    ring_capacity: int
+    ring_bits: int
+    ring_salient_slots: int
+    last_time: datetime | None
+    """The log time of its latest item."""
+
+
+def state_info(tenant: str, session: str, data: bytes) -> SessionStateInfo:
+    """:class:`SessionStateInfo` of a snapshot."""
+    state = restore_sums(data)
+    ring = state.ring
+    return SessionStateInfo(
+        tenant=tenant, session=session, bytes=len(data),
+        items={h.name.lower(): int(state.counts[int(h)]) for h in Head},
+        ring_turns=0 if ring is None else ring.items,
+        ring_capacity=0 if ring is None else ring.config.capacity,
+        ring_bits=0 if ring is None else ring.config.bits,
+        ring_salient_slots=0 if ring is None else ring.config.salient_slots,
+        last_time=(datetime.fromtimestamp(state.last_time, UTC)
+                   if math.isfinite(state.last_time) else None))
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,19 @@ from memstack.operators.session_state import (
     _grid_ref,
     _padded,
     canonical,
+    codes,
 )
+from memstack.operators.session_state.codes import CodeRing, RingConfig
 from memstack.operators.session_state.keys import N_HEADS
 
 logger = logging.getLogger(__name__)
+
+
+class StateConfigError(MemstackError, ValueError):
+    """A stored session state was built with another config than the worker keeps (the default
+    changed: d = 128 sums became d = 8 sums and a code ring in issue #35). The states are
+    derived from the log: rebuild them by running the worker on a fresh home, which reads the
+    log from its start (docs/session-state.md, "Compatibility")."""
 
 
 class ArenaFullError(MemstackError):
@@ -47,7 +56,9 @@ class SessionSums:
 
     ``sums`` is canonical (see :func:`canonical`); ``counts`` is the number of items per head
     (a head whose count drops to 0 is reset to exact zeros); ``marks`` is the caller's
-    bookkeeping (e.g. the next log offset per partition), carried along opaquely.
+    bookkeeping (e.g. the next log offset per partition), carried along opaquely. ``ring``:
+    the session's latest turns as codes (:mod:`~memstack.operators.session_state.codes`), or
+    None for a state kept without one (or snapshotted before rings existed).
     """
 
     config: StateConfig
@@ -56,6 +67,7 @@ class SessionSums:
     last_time: float
     counts: tuple[int, ...]
     marks: Mapping[str, int] = field(default_factory=dict)
+    ring: CodeRing | None = None
 
     def sums_at(self, t: float | None = None) -> torch.Tensor:
         """The sums decayed to log time ``t`` (default: the latest)."""
@@ -81,14 +93,18 @@ class Terms:
 
 
 class StateArena:
-    """Many sessions' sums in one tensor; slots are assigned by session key."""
+    """Many sessions' sums in one tensor; slots are assigned by session key. With a ring
+    config, each slot also holds its session's code ring (one small object per slot)."""
 
-    def __init__(self, config: StateConfig, capacity: int) -> None:
+    def __init__(self, config: StateConfig, capacity: int, ring: RingConfig | None = None
+                 ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         d = config.dim
         self.config = config
+        self.ring_config = ring
         self.capacity = capacity
+        self.rings: list[CodeRing | None] = [self._empty_ring() for _ in range(capacity)]
         self.sums = torch.zeros(capacity, N_HEADS, d + 1, 2 * d + 1, dtype=config.torch_dtype)
         self.ref = torch.zeros(capacity, dtype=torch.float64)
         self.last = torch.full((capacity,), -math.inf, dtype=torch.float64)
@@ -138,7 +154,11 @@ class StateArena:
             self._reset(slot)
             self._free.append(slot)
 
+    def _empty_ring(self) -> CodeRing | None:
+        return None if self.ring_config is None else codes.empty(self.ring_config)
+
     def _reset(self, slot: int) -> None:
+        self.rings[slot] = self._empty_ring()
         self.sums[slot].zero_()
         self.ref[slot] = 0.0
         self.last[slot] = -math.inf
@@ -148,9 +168,19 @@ class StateArena:
     def load(self, key: str, state: SessionSums) -> int:
         """Put a restored session into ``key``'s slot (replacing what the slot held)."""
         if state.config != self.config:
-            raise ValueError(f"state of config {state.config} in an arena of {self.config}; "
-                             "rebuild the state with this config")
+            raise StateConfigError(f"session {key}: state of config {state.config} in an arena "
+                                   f"of {self.config}; rebuild the session states (run the "
+                                   "worker on a fresh home: docs/session-state.md)")
+        if state.ring is not None and state.ring.config != self.ring_config:
+            raise StateConfigError(f"session {key}: code ring of config {state.ring.config} in "
+                                   f"an arena of {self.ring_config}; rebuild the session states "
+                                   "(run the worker on a fresh home: docs/session-state.md)")
         slot = self.slot(key)
+        if state.ring is None and self.ring_config is not None and any(state.counts):
+            logger.warning("session %s was snapshotted without a code ring: it reads through "
+                           "its sums until `memstack replay` rebuilds it", key)
+        self.rings[slot] = state.ring if state.ring is not None or any(state.counts) \
+            else self._empty_ring()
         self.sums[slot].copy_(state.sums)
         self.ref[slot] = state.ref_time
         self.last[slot] = state.last_time
@@ -162,7 +192,23 @@ class StateArena:
         """A copy of one slot as :class:`SessionSums` (canonical sums)."""
         return SessionSums(self.config, canonical(self.sums[slot]), float(self.ref[slot]),
                            float(self.last[slot]), tuple(int(c) for c in self.counts[slot]),
-                           dict(self.marks[slot]))
+                           dict(self.marks[slot]), self.rings[slot])
+
+    def add_codes(self, slot: int, offsets: list[int], table: codes.U8,
+                  lengths: codes.I64) -> None:
+        """Add turns (log offsets, codes, text lengths) to the slot's ring (a slot without one:
+        no-op)."""
+        ring = self.rings[slot]
+        if ring is not None and offsets:
+            self.rings[slot] = codes.append(ring, offsets, table, lengths)
+
+    def remove_codes(self, slot: int, offsets: list[int], kept_offsets: list[int],
+                     kept_table: codes.U8, kept_lengths: codes.I64) -> None:
+        """Remove turns from the slot's ring, which takes in the turns the stores keep."""
+        ring = self.rings[slot]
+        if ring is not None and offsets:
+            self.rings[slot] = codes.remove(ring, offsets, kept_offsets, kept_table,
+                                            kept_lengths)
 
     def add(self, terms: Terms) -> None:
         """Add every term in place: rebase touched slots if needed, then one batched matmul."""

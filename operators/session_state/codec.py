@@ -6,6 +6,10 @@ Layout (little-endian)::
     | per head: upper triangle of H_kk, H_kv, s_k, s_v, W   (accumulator dtype)
     | item heads (u8 × n) | item values (float32 × n × dim)
 
+The fixed-size form (``b"MSSF"``, :func:`snapshot_sums`) has the same prefix, header and sums,
+then the session's code ring when it has one (:func:`memstack.operators.session_state.codes.
+snapshot`, fixed size; format 2). Format 1 snapshots (no ring) still restore, without a ring.
+
 The header holds the config, the reference and last times and the item ids. The lower triangle
 of ``H_kk`` and the duplicate ``s_k`` column are not stored: they are rebuilt from the rest, so
 a round trip is bit-exact in the canonical form that reads use
@@ -29,14 +33,14 @@ import numpy.typing as npt
 import torch
 
 from memstack.foundation.errors import MemstackError
-from memstack.operators.session_state import VALUE_DTYPE, SessionState, StateConfig
+from memstack.operators.session_state import VALUE_DTYPE, SessionState, StateConfig, codes
 from memstack.operators.session_state.arena import SessionSums, StateArena
 from memstack.operators.session_state.keys import N_HEADS
 
 MAGIC = b"MSST"
 MAGIC_FIXED = b"MSSF"
 """The fixed-size form (:class:`SessionSums`): the durable state of the live pipeline."""
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _PREFIX = struct.Struct("<4sHI")
 
 
@@ -70,9 +74,9 @@ def _pack_sums(sums: torch.Tensor, d: int) -> bytes:
 
 
 def snapshot_sums(state: SessionSums) -> bytes:
-    """Serialise a fixed-size state: the header, then the sums (no per-item table).
+    """Serialise a fixed-size state: the header, the sums (no per-item table), the code ring.
 
-    Its size depends only on the config (plus a few bytes of times, counts and marks).
+    Its size depends only on the configs (plus a few bytes of times, counts and marks).
     """
     header = {
         "config": asdict(state.config),
@@ -82,8 +86,9 @@ def snapshot_sums(state: SessionSums) -> bytes:
         "marks": dict(state.marks),
     }
     head_bytes = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    ring = b"" if state.ring is None else codes.snapshot(state.ring)
     return (_PREFIX.pack(MAGIC_FIXED, FORMAT_VERSION, len(head_bytes)) + head_bytes
-            + _pack_sums(state.sums, state.config.dim))
+            + _pack_sums(state.sums, state.config.dim) + ring)
 
 
 def snapshot_slot(arena: StateArena, slot: int) -> bytes:
@@ -95,7 +100,7 @@ def snapshot_slot(arena: StateArena, slot: int) -> bytes:
     return snapshot_sums(SessionSums(config, arena.sums[slot], float(arena.ref[slot]),
                                      float(arena.last[slot]),
                                      tuple(int(c) for c in arena.counts[slot]),
-                                     dict(arena.marks[slot])))
+                                     dict(arena.marks[slot]), arena.rings[slot]))
 
 
 def restore_sums(data: bytes) -> SessionSums:
@@ -106,14 +111,18 @@ def restore_sums(data: bytes) -> SessionSums:
     _check_version(version)
     with _corrupt_is_format_error():
         header, config, body = _header_and_body(data, head_len)
-        if len(body) != matrix_bytes(config):
+        sums_end = matrix_bytes(config)
+        ring = None
+        if len(body) > sums_end and version >= 2:
+            ring = codes.restore(body[sums_end:])
+        elif len(body) != sums_end:
             raise ValueError("trailing or missing bytes")
         last = header["last_time"]
         return SessionSums(config, _unpack_sums(_flat_sums(config, body), config.dim),
                            float(header["ref_time"]),
                            -math.inf if last is None else float(last),
                            tuple(int(c) for c in header["counts"]),
-                           {str(k): int(v) for k, v in header["marks"].items()})
+                           {str(k): int(v) for k, v in header["marks"].items()}, ring)
 
 
 def snapshot(state: SessionState) -> bytes:

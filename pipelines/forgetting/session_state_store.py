@@ -204,7 +204,7 @@ class SessionStateForgetStore:
                         unplaced, targets.request.describe())
         pos = targets.request.position
         plan = self.updater.removal(gone, (pos.partition, pos.offset), kept)
-        self.updater.warm_items(plan.items)  # embed on this thread, not on the sink's loop
+        self.updater.warm_items(plan.items + plan.refill_items)  # here, not on the sink's loop
         self.run(self.updater.apply_removal(plan))
         log.info("session state forgot %d term(s) in %d session(s), dropped %d session(s)",
                  plan.terms, len(plan.subtract), len(plan.drop))
@@ -234,11 +234,17 @@ class SessionStateForgetStore:
                          f"recomputation without the forgotten events (> {self.tolerance:g})")]
 
 
+RING_BIT_TOLERANCE = 1e-3
+"""Share of code bits two rings of the same turns may differ in: a rotated coordinate within
+float noise of zero (a turn embedded in another batch) flips its sign bit, ~1e-5 of bits."""
+
+
 def divergence(state: SessionSums, want: SessionSums | None,
                heads: Iterable[int] = range(N_HEADS)) -> float:
     """The largest relative difference per head of two states' sums decayed to one log time;
-    ``inf`` when their item counts differ."""
-    if want is None or want.counts != state.counts:
+    ``inf`` when their item counts differ, or their code rings hold other turns (or differ in
+    more than ``RING_BIT_TOLERANCE`` of their bits)."""
+    if want is None or want.counts != state.counts or not _same_ring(state, want):
         return math.inf
     at = max(state.last_time, want.last_time)
     got, ref = state.sums_at(at), want.sums_at(at)
@@ -247,6 +253,17 @@ def divergence(state: SessionSums, want: SessionSums | None,
         diff, norm = float((got[head] - ref[head]).norm()), float(ref[head].norm())
         worst = max(worst, diff / norm if norm > 0 else (math.inf if diff > 0 else 0.0))
     return worst
+
+
+def _same_ring(a: SessionSums, b: SessionSums) -> bool:
+    if a.ring is None or b.ring is None:
+        return a.ring is None and b.ring is None
+    if a.ring.config != b.ring.config or not np.array_equal(a.ring.offsets, b.ring.offsets):
+        return False
+    if not a.ring.items:
+        return True
+    flipped = int(np.unpackbits(a.ring.codes ^ b.ring.codes).sum())
+    return flipped <= RING_BIT_TOLERANCE * a.ring.items * a.ring.config.bits
 
 
 StateStoreFor = Callable[[ForgetStores, Lineage | None], SessionStateForgetStore]
@@ -297,7 +314,9 @@ def content_hash(states: Mapping[str, SessionSums], tolerance: float = HASH_TOLE
     ``tolerance`` (absolute; the sums' entries are O(1) to O(items)). Gaussian directions miss no
     difference of the sums, and float rounding (~1e-15) flips a rounded coordinate with
     probability ~1e-9, where rounding all ~66k entries per session would flip one in ~1e-4 of
-    comparisons. Marks and the reference time are bookkeeping and left out.
+    comparisons. Marks and the reference time are bookkeeping and left out. A code ring adds
+    the offsets of the turns it holds (its codes can differ in a bit or two between builds whose
+    embeddings differ by float noise; :func:`divergence` compares them with a tolerance).
     """
     digest = hashlib.sha256()
     for key in sorted(states):
@@ -309,4 +328,6 @@ def content_hash(states: Mapping[str, SessionSums], tolerance: float = HASH_TOLE
         sketch = torch.einsum("ia,hij,jb->hab", left, sums, right)
         digest.update(f"{key}|{state.counts}|{round(state.last_time * 1e6)}|".encode())
         digest.update(torch.round(sketch / tolerance).to(torch.int64).numpy().tobytes())
+        if state.ring is not None:  # which turns it holds; codes differ by float noise
+            digest.update(state.ring.offsets.astype("<i8").tobytes())
     return digest.hexdigest()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memstack.pipelines.service.changes import ChangeFeed
@@ -31,3 +32,5 @@ class LiveService:
     sealing_warning: str | None = None
     """Set when payloads are written unsealed (``MEMSTACK_SEAL=0``): ``/healthz``, the inspector
     and every forget answer report it (:attr:`Settings.sealing_warning`)."""
+    session_state: Callable[[str, str], bytes | None] | None = None
+    """A session's current state snapshot by ``(tenant, session)`` (None: no state kept)."""

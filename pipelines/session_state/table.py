@@ -36,10 +36,11 @@ import torch
 
 from memstack.foundation.log_coordinates import advance
 from memstack.operators.log import LoggedEvent
-from memstack.operators.session_state import StateConfig, _projection
+from memstack.operators.session_state import StateConfig, _projection, codes
 from memstack.operators.session_state.arena import SessionSums, StateArena, Terms
 from memstack.operators.session_state.codec import restore_sums, snapshot_slot, snapshot_sums
-from memstack.operators.session_state.keys import EMBED_DIM, N_HEADS, project
+from memstack.operators.session_state.codes import RingConfig
+from memstack.operators.session_state.keys import EMBED_DIM, N_HEADS, Head, project
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.session_state.changelog import (  # re-exported: the table's bindings
     CHANGELOG_CONFIGS,
@@ -63,17 +64,39 @@ from memstack.pipelines.session_state.items import (  # re-exported: the state's
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONFIG = StateConfig(dim=128)
+DEFAULT_CONFIG = StateConfig(dim=8)
+"""The sums of the default state: the facts head's associative read and the item counts and
+log times the forget path keeps (docs/session-state.md, "The default state")."""
 
 Vectors = Mapping[str, npt.NDArray[np.float32]]
 """Embeddings by text (a plan's :attr:`~memstack.pipelines.contracts.Plan.vectors`)."""
 
 __all__ = [
-    "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "TABLE_NAME", "ApplyResult", "ChangelogSink",
-    "FaustTableSink", "KafkaSink", "Removal", "SessionStateUpdater", "SnapshotSource", "Staged",
+    "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "DEFAULT_RING", "STATE_BUDGET", "TABLE_NAME",
+    "ApplyResult", "ChangelogSink", "FaustTableSink", "KafkaSink", "Removal",
+    "SessionStateUpdater", "SnapshotSource", "Staged",
     "StateItem", "applied", "changelog_topic", "define_table", "ensure_changelog_topic",
-    "item_of", "key_of", "latest_snapshots", "session_key",
+    "item_of", "key_of", "latest_snapshots", "session_key", "state_bytes",
 ]
+
+
+def state_bytes(config: StateConfig, ring: RingConfig | None) -> int:
+    """Bytes of one session's snapshot with these configs (a new session's; marks and times add
+    a few bytes of header as a session lives)."""
+    d = config.dim
+    state = SessionSums(config, torch.zeros(N_HEADS, d + 1, 2 * d + 1, dtype=config.torch_dtype),
+                        0.0, 0.0, (0,) * N_HEADS, {},
+                        None if ring is None else codes.empty(ring))
+    return len(snapshot_sums(state))
+
+
+STATE_BUDGET = 8192
+"""Bytes of a new session's default state, all of it (chosen on the tuning conversations by
+``memstack eval openproblems``: docs/session-state.md)."""
+DEFAULT_RING = RingConfig(bits=192, budget=STATE_BUDGET - state_bytes(DEFAULT_CONFIG, None),
+                          salient=0.75)
+"""The code ring of the default state, in what the budget leaves after the sums and the header:
+192-bit codes of 204 turns, the latest 51 and the 153 longest older ones."""
 
 
 class ChangelogSink(Protocol):
@@ -121,10 +144,17 @@ class Removal:
     """Sessions every one of whose items goes: ``(partition, items)``; dropped whole."""
     last_times: dict[str, float] = field(default_factory=dict)
     """Per session in ``subtract``, its new last log time: its latest surviving item's."""
+    refill: dict[str, list[StateItem]] = field(default_factory=dict)
+    """Per session in ``subtract``, the surviving turns its code ring holds after the removal
+    (the ring is a function of the session's turns; those it already holds are among them)."""
 
     @property
     def items(self) -> list[StateItem]:
         return [item for group in self.subtract.values() for item in group]
+
+    @property
+    def refill_items(self) -> list[StateItem]:
+        return [item for group in self.refill.values() for item in group]
 
     @property
     def terms(self) -> int:
@@ -135,9 +165,10 @@ class SessionStateUpdater:
     """Applies batches of logged events to the session states of one worker."""
 
     def __init__(self, sink: ChangelogSink, source: SnapshotSource, encoder: Encoder, *,
-                 config: StateConfig = DEFAULT_CONFIG, capacity: int = 256) -> None:
+                 config: StateConfig = DEFAULT_CONFIG, ring: RingConfig | None = DEFAULT_RING,
+                 capacity: int = 256) -> None:
         self.sink, self.source, self.encoder, self.config = sink, source, encoder, config
-        self.arena = StateArena(config, capacity)
+        self.arena = StateArena(config, capacity, ring)
         self._lru: OrderedDict[str, None] = OrderedDict()
         self._proj = _projection(config.seed, config.dim, config.torch_dtype)
         self._unsent: dict[str, bytes] = {}
@@ -152,6 +183,12 @@ class SessionStateUpdater:
             return self.arena.cut(slot)
         data = self._stored(key)
         return None if data is None else restore_sums(data)
+
+    def snapshot(self, tenant: str, session: str) -> bytes | None:
+        """The session's current state as snapshot bytes (None: no state). Read from another
+        thread (the inspector's) it may see a batch half added: a size, not a consistent read."""
+        state = self.state(session_key(tenant, session))
+        return None if state is None else snapshot_sums(state)
 
     def _stored(self, key: str) -> bytes | None:
         with self._unsent_lock:
@@ -212,13 +249,38 @@ class SessionStateUpdater:
     def _terms(self, slots: Sequence[int], items: Sequence[StateItem],
                known: Vectors | None = None) -> Terms:
         """The items' terms: projected unit keys/values, weight 1."""
-        vectors = torch.from_numpy(self._embedded(items, known))
+        return self._terms_of(slots, items, self._embedded(items, known))
+
+    def _terms_of(self, slots: Sequence[int], items: Sequence[StateItem],
+                  embedded: npt.NDArray[np.float64]) -> Terms:
+        vectors = torch.from_numpy(embedded)
         n = len(items)
         return Terms(torch.tensor(list(slots), dtype=torch.int64),
                      torch.tensor([int(i.texts.head) for i in items], dtype=torch.int64),
                      project(vectors[:n], self._proj), project(vectors[n:], self._proj),
                      torch.tensor([i.log_time for i in items], dtype=torch.float64),
                      torch.ones(n, dtype=torch.float64))
+
+    def _turn_codes(self, items: Sequence[StateItem], embedded: npt.NDArray[np.float64]
+                    ) -> tuple[list[int], codes.U8, codes.I64]:
+        """Rows of ``items`` that are turns, their ring codes (from the key embeddings) and
+        their text lengths."""
+        config = self.arena.ring_config
+        rows = [n for n, item in enumerate(items) if item.texts.head == Head.TURNS]
+        if config is None or not rows:
+            return ([], np.zeros((0, 0 if config is None else config.code_bytes), dtype=np.uint8),
+                    np.zeros(0, dtype=np.int64))
+        return (rows, codes.encode(config, embedded[rows]),
+                codes.lengths_of([items[n].texts.key_text for n in rows]))
+
+    def _add_codes(self, arena: StateArena, slots: Sequence[int], items: Sequence[StateItem],
+                   embedded: npt.NDArray[np.float64]) -> None:
+        rows, table, lengths = self._turn_codes(items, embedded)
+        by_slot: dict[int, list[int]] = {}
+        for at, n in enumerate(rows):
+            by_slot.setdefault(slots[n], []).append(at)
+        for slot, ats in by_slot.items():
+            arena.add_codes(slot, [items[rows[a]].offset for a in ats], table[ats], lengths[ats])
 
     async def apply(self, events: Sequence[LoggedEvent]) -> ApplyResult:
         """Add the events' items, write the touched sessions' snapshots, wait for the acks."""
@@ -239,7 +301,10 @@ class SessionStateUpdater:
             fresh, skips = self._fresh(run)
             items = [i for e in fresh if (i := item_of(e)) is not None]
             if items:
-                self.arena.add(self._terms([self._slot(i.key) for i in items], items, vectors))
+                slots = [self._slot(i.key) for i in items]
+                embedded = self._embedded(items, vectors)
+                self.arena.add(self._terms_of(slots, items, embedded))
+                self._add_codes(self.arena, slots, items, embedded)
             touched: dict[str, int] = {}
             for logged in fresh:  # marks move for every event, with or without an item
                 key, pos = key_of(logged.event), logged.position
@@ -319,11 +384,26 @@ class SessionStateUpdater:
                 continue
             plan.subtract[key] = added
             gone = {i.event_id for i in added}
-            times = [i.log_time for i in later.get(key, ())
-                     if applied(i, marks) and i.event_id not in gone]
-            if times:
-                plan.last_times[key] = max(times)
+            survivors = [i for i in later.get(key, ())
+                         if applied(i, marks) and i.event_id not in gone]
+            if survivors:
+                plan.last_times[key] = max(i.log_time for i in survivors)
+            refill = self._refill(slot, survivors)
+            if refill:
+                plan.refill[key] = refill
         return plan
+
+    def _refill(self, slot: int, survivors: Sequence[StateItem]) -> list[StateItem]:
+        """The surviving turns the slot's ring holds once the forgotten ones are gone: picked
+        by offset and length alone (:func:`codes.chosen`), so only they are embedded and coded,
+        however long the session."""
+        ring = self.arena.rings[slot]
+        if ring is None:
+            return []
+        turns = [i for i in survivors if i.texts.head == Head.TURNS]
+        keep = codes.chosen(ring.config, [i.offset for i in turns],
+                            codes.lengths_of([i.texts.key_text for i in turns]))
+        return [turns[n] for n in keep.tolist()]
 
     async def apply_removal(self, plan: Removal) -> Removal:
         """Carry out :meth:`removal`'s plan: subtract, snapshot or tombstone, wait for the acks."""
@@ -331,6 +411,11 @@ class SessionStateUpdater:
         for key, group in plan.subtract.items():
             slot = self._slot(key)
             self.arena.subtract(self._terms([slot] * len(group), group))
+            refill = plan.refill.get(key, [])
+            rows, table, lengths = self._turn_codes(refill, self._embedded(refill))
+            self.arena.remove_codes(slot, [i.offset for i in group
+                                           if i.texts.head == Head.TURNS],
+                                    [refill[n].offset for n in rows], table, lengths)
             self.arena.marks[slot][f"f{r_part}"] = r_off + 1
             if key in plan.last_times:
                 self.arena.last[slot] = min(float(self.arena.last[slot]), plan.last_times[key])
@@ -361,8 +446,11 @@ class SessionStateUpdater:
         """The states that ``items`` alone build, per session (a scratch arena; nothing is
         written): what a state should hold, for audits and tests."""
         keys = sorted({i.key for i in items})
-        scratch = StateArena(self.config, max(1, len(keys)))
+        scratch = StateArena(self.config, max(1, len(keys)), self.arena.ring_config)
         slots = {key: scratch.slot(key) for key in keys}
         if items:
-            scratch.add(self._terms([slots[i.key] for i in items], items))
+            at = [slots[i.key] for i in items]
+            embedded = self._embedded(items)
+            scratch.add(self._terms_of(at, items, embedded))
+            self._add_codes(scratch, at, items, embedded)
         return {key: scratch.cut(slot) for key, slot in slots.items()}

@@ -192,3 +192,94 @@ def test_runs_within_cut_in_order_at_the_session_limit() -> None:
     assert all(len({key_of(e.event) for e in run}) <= 2 for run in runs)
     assert [len(run) for run in runs] == [2, 2, 2, 2, 2, 2, 2, 1]
     assert list(runs_within(stream, 5)) == [stream] and list(runs_within([], 2)) == []
+
+
+# -- the code ring -------------------------------------------------------------------------------
+
+def ring_updater(capacity: int = 4, salient: float = 0.0) -> tuple[SessionStateUpdater,
+                                                                     MemorySink]:
+    """An updater whose rings hold ``capacity`` turns (14 bytes each: 64-bit codes)."""
+    from memstack.operators.session_state.codes import RingConfig
+
+    sink = MemorySink()
+    ring = RingConfig(bits=64, budget=30 + 14 * capacity, salient=salient)
+    return SessionStateUpdater(sink, sink, HashEncoder(), ring=ring, capacity=2), sink
+
+
+def test_the_ring_holds_the_latest_turns_and_travels_in_the_snapshot() -> None:
+    from memstack.operators.session_state.codec import restore_sums
+
+    up, sink = ring_updater()
+    stream = events(12)  # turns at offsets 1, 2, 4, 5, 7, 8, 10, 11 (every third is a fact)
+    asyncio.run(up.apply(stream))
+    state = up.state("acme/s1")
+    assert state is not None and state.ring is not None
+    assert state.ring.offsets.tolist() == [7, 8, 10, 11]
+    stored = restore_sums(sink.latest["acme/s1"]).ring
+    assert stored is not None and stored.same_as(state.ring)
+    for s in ("s2", "s3"):  # capacity 2: s1 is evicted, then reloaded with its ring
+        asyncio.run(up.apply(events(3, s)))
+    asyncio.run(up.apply(stream))
+    again = up.state("acme/s1")
+    assert again is not None and again.ring is not None and again.ring.same_as(state.ring)
+
+
+def test_forgetting_a_held_turn_refills_the_ring_from_the_kept_turns() -> None:
+    from memstack.pipelines.session_state.table import item_of
+
+    stream = events(12)
+    gone = [stream[8], stream[11]]  # two turns the ring holds
+    up, _ = ring_updater()
+    asyncio.run(up.apply(stream))
+    kept = [i for e in stream if e not in gone and (i := item_of(e)) is not None]
+    items = [i for e in gone if (i := item_of(e)) is not None]
+    plan = up.removal(items, (0, 3), kept)
+    assert [i.offset for i in plan.refill["acme/s1"]] == [4, 5, 7, 10]  # what it will hold
+    asyncio.run(up.apply_removal(plan))
+    without, _ = ring_updater()
+    asyncio.run(without.apply([e for e in stream if e not in gone]))
+    a, b = up.state("acme/s1"), without.state("acme/s1")
+    assert a is not None and b is not None and a.ring is not None and b.ring is not None
+    assert a.ring.same_as(b.ring)
+    assert a.ring.offsets.tolist() == [4, 5, 7, 10]
+    recomputed = up.recompute(kept)["acme/s1"].ring
+    assert recomputed is not None and recomputed.same_as(b.ring)
+
+
+def test_a_ring_with_salient_slots_forgets_exactly_too() -> None:
+    from memstack.pipelines.session_state.table import item_of
+
+    stream = events(30)  # turns say "message number i": numbers from 10 on are longer
+    up, _ = ring_updater(capacity=6, salient=0.5)
+    asyncio.run(up.apply(stream))
+    before = up.state("acme/s1")
+    assert before is not None and before.ring is not None
+    held = before.ring.offsets.tolist()
+    assert held[-3:] == [26, 28, 29] and all(o >= 10 for o in held)
+    gone = [stream[held[0]], stream[29]]  # a salient turn and the newest
+    kept = [i for e in stream if e not in gone and (i := item_of(e)) is not None]
+    items = [i for e in gone if (i := item_of(e)) is not None]
+    asyncio.run(up.apply_removal(up.removal(items, (0, 3), kept)))
+    without, _ = ring_updater(capacity=6, salient=0.5)
+    asyncio.run(without.apply([e for e in stream if e not in gone]))
+    a, b = up.state("acme/s1"), without.state("acme/s1")
+    assert a is not None and b is not None and a.ring is not None and b.ring is not None
+    assert a.ring.same_as(b.ring) and not {held[0], 29} & set(a.ring.offsets.tolist())
+
+
+def test_a_snapshot_without_a_ring_still_restores_and_keeps_none() -> None:
+    from dataclasses import replace
+
+    from memstack.operators.session_state.codec import restore_sums, snapshot_sums
+
+    up, _ = ring_updater()
+    asyncio.run(up.apply(events(6)))
+    state = up.state("acme/s1")
+    assert state is not None
+    legacy = restore_sums(snapshot_sums(replace(state, ring=None)))
+    assert legacy.ring is None and legacy.counts == state.counts
+    other, sink = ring_updater()
+    sink.latest["acme/s1"] = snapshot_sums(replace(state, ring=None))
+    asyncio.run(other.apply(events(9)[6:]))  # a new turn on a state without a ring
+    after = other.state("acme/s1")
+    assert after is not None and after.ring is None  # until replay rebuilds it

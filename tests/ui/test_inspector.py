@@ -190,6 +190,26 @@ def test_provenance_shows_log_position_and_lineage(page: Any, api: Api) -> None:
         assert shown == [v["version_id"] for v in expected[f"versions_{what}"]]
 
 
+def test_a_messages_provenance_shows_its_sessions_state_and_size(page: Any, api: Api,
+                                                                 ui_service: Service) -> None:
+    moved = SEED[1][1]["event_id"]
+    state = api.get("sessions/ui-s1/state")
+    assert state["items"] == {"facts": 0, "turns": 4} and state["ring_turns"] == 4
+    assert state["ring_capacity"] == 204 and state["ring_bits"] == 192
+    assert 8185 <= state["bytes"] <= 8192 + 64  # the default state; marks add a few bytes
+    page.fill("#search-text", "I moved to Porto")
+    page.click("#search-go")
+    page.wait_for_selector(f'#hits tr[data-event-id="{moved}"]')
+    page.click(f'#hits tr[data-event-id="{moved}"]')
+    page.wait_for_selector(f'#provenance[data-event-id="{moved}"]')
+    shown = page.text_content('#prov-fields dd[data-field="session state"]')
+    assert shown == (f"{state['bytes']:,} bytes: items facts 0, turns 4; its code ring holds 4 "
+                     "of 204 turns (192-bit codes)")
+    with ui_service.client() as client:
+        missing = client.get(f"/v1/tenants/{TENANT}/sessions/no-such-session/state")
+    assert missing.status_code == 404 and "no-such-session" in missing.text
+
+
 def test_retract_from_the_page_and_follow_the_feed(page: Any, api: Api,
                                                    ui_service: Service) -> None:
     braga = api.get("facts", subject=ANA, relation="lives_in")["facts"]

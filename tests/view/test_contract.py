@@ -56,6 +56,7 @@ def test_each_operation_lists_its_statuses(spec: dict[str, Any]) -> None:
                                                                "422", "500"},
         ("GET", "/v1/tenants/{tenant}/changes"): {"200", "401", "403", "410", "422", "500"},
         ("GET", "/v1/tenants/{tenant}/events/{event_id}"): read | {"404"},
+        ("GET", "/v1/tenants/{tenant}/sessions/{session}/state"): read | {"404"},
     }
     for method, path, op in operations(spec):
         expected = want.get((method, path), read)

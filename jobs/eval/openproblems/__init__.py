@@ -12,7 +12,12 @@ one run:
    retrieval with the same encoder (``vector_recall10``) and BM25 (``bm25_recall10``).
 3. **State vs window** (``openproblems.state``): the session state's read-out against a window
    of the latest turns in the state's bytes, and in the context budget's tokens, as the
-   evidence lies N turns back.
+   evidence lies N turns back. The headline state is the code ring (``state_*``: its bytes
+   are everything its read-out needs; its bits and bytes chosen on the tuning conversations
+   by ``openproblems.ring_choice``); the sums as shipped are
+   ``sums_*`` (with the honest window, ``*_honest``: the sums' bytes plus the turn vectors
+   they decode against). ``openproblems.long_stream``: all ten conversations as one agent's
+   stream in time order, one state across it, questions at the end (``long_*``).
 4. **Weights and state in the context** (``openproblems.context``): evidence recall of
    ``context()`` with and without their read-outs.
 
@@ -34,6 +39,7 @@ import numpy as np
 import torch
 
 from memstack.jobs.eval.openproblems import context as context_eval
+from memstack.jobs.eval.openproblems import long_stream, ring_choice
 from memstack.jobs.eval.openproblems import state as state_eval
 from memstack.jobs.eval.openproblems.data import (
     TUNE_CONVERSATIONS,
@@ -51,7 +57,9 @@ from memstack.jobs.eval.openproblems.weights import (
 from memstack.jobs.measure import Report, Result
 from memstack.operators.consolidation import RidgeLearner
 from memstack.operators.session_state import StateConfig
+from memstack.operators.session_state.codes import RingConfig
 from memstack.pipelines.embedding import shared_encoder
+from memstack.pipelines.session_state.table import DEFAULT_CONFIG, DEFAULT_RING, state_bytes
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +68,14 @@ SHIPPED = WeightsPlan()
 TUNED = WeightsPlan(bandwidth=1.0, context=1, centred=True)
 """Chosen on the first two conversations (docs/consolidation.md, "Measured on LoCoMo")."""
 WITH_NOTES = replace(TUNED, notes=True)
-STATES = {"shipped": StateConfig(), "gamma0995": StateConfig(gamma_per_hour=0.995),
+RING = DEFAULT_RING
+"""The code ring's defaults (bits, bytes), as ``ring_choice.choose_ring`` chose them on the
+tuning conversations."""
+STATES = {"sums": StateConfig(), "gamma0995": StateConfig(gamma_per_hour=0.995),
           "d64": StateConfig(dim=64, dtype="float32"),
           "d32": StateConfig(dim=32, dtype="float32")}
-"""The state as shipped (d = 128, float64, γ = 0.999 per hour), the decay it had before this
-evaluation (0.995), and two smaller states, each against its own byte window."""
+"""The sums as shipped (d = 128, float64, γ = 0.999 per hour), the decay they had before this
+evaluation (0.995), and two smaller sums, each against its own byte window."""
 
 
 def run(quick: bool, report: Report) -> Result:
@@ -81,14 +92,20 @@ def run(quick: bool, report: Report) -> Result:
         outcomes, learners = _consolidate_all(data, centre, Path(tmp), report)
     figures |= weights_figures(outcomes, data)
     curves: dict[str, Curve] = {}
+    found, curves["ring"] = ring_figures(data, report)
+    figures |= found
     for name, config in STATES.items():
         found, curves[name] = state_figures(name, config, data, report)
         figures |= found
-    recalls = context_eval.measure(data, learners, cache, STATES["shipped"], report,
+    report("long stream: %d conversations in time order, one state", len(data))
+    figures |= long_stream.figures(long_stream.merged(data), RING, STATES["sums"],
+                                   ring_choice.OVERHEAD)
+    recalls = context_eval.measure(data, learners, cache, DEFAULT_CONFIG, DEFAULT_RING, report,
                                    ablations=quick)
     tuned_questions = sum(len(s.asked) for s in data[:TUNE_CONVERSATIONS])
     for name, values in recalls.items():
         figures[f"context_recall10_{name}"] = float(np.mean(values))
+        figures["context_state_bytes"] = float(state_bytes(DEFAULT_CONFIG, DEFAULT_RING))
         if len(values) > tuned_questions:
             figures[f"context_recall10_{name}_heldout"] = float(np.mean(values[tuned_questions:]))
     figures["context_budget_tokens"] = float(context_eval.BUDGET)
@@ -129,12 +146,42 @@ def _consolidate_all(data: Sequence[Stream], centre: torch.Tensor, tmp: Path, re
 Curve = dict[int, tuple[float, float, float, int]]
 
 
+def ring_figures(data: Sequence[Stream], report: Report) -> tuple[dict[str, float], Curve]:
+    """Item 3 for the default state: the choice of its ring on the tuning conversations, then
+    the figures of the default (all, and held out) and its curve. Its bytes are the whole
+    snapshot of a session (header, the facts head's sums, the ring); the window gets as many."""
+    chosen, margins = ring_choice.choose_ring(data[:TUNE_CONVERSATIONS])
+    report("code ring on the tuning conversations: far margins (own bytes + 8k prompt) %s; "
+           "chosen %s", {f"{c.bits}b/{c.budget + ring_choice.OVERHEAD}B/{c.salient}": round(m, 3)
+                          for c, m in margins.items()}, chosen)
+    whole = state_bytes(DEFAULT_CONFIG, RING)
+    per_stream = [state_eval.measure_ring(s, RING, ring_choice.OVERHEAD) for s in data]
+    points = [p for ps in per_stream for p in ps]
+    out = state_eval.summary(points)
+    out |= {"state_bytes": float(whole), "ring_bytes": float(codes_size(RING)),
+            "state_bits": float(RING.bits), "state_items": float(RING.capacity),
+            "state_default_is_chosen": float(chosen == RING)}
+    heldout = [p for ps in per_stream[TUNE_CONVERSATIONS:] for p in ps]
+    if heldout:
+        out |= {f"{k}_heldout": v for k, v in state_eval.summary(heldout).items()}
+    curve = state_eval.curve(points)
+    report("default state (%d bytes): N -> (state, byte window, budget window) %s", whole,
+           {n: tuple(round(x, 3) for x in v[:3]) for n, v in curve.items()})
+    return out, curve
+
+
+def codes_size(config: RingConfig) -> int:
+    from memstack.operators.session_state.codes import snapshot_size
+
+    return snapshot_size(config)
+
+
 def state_figures(name: str, config: StateConfig, data: Sequence[Stream],
                   report: Report) -> tuple[dict[str, float], Curve]:
-    """Item 3 for one state config: near/far figures (all, and held out) and the curve."""
+    """Item 3 for one sums config: near/far figures (all, and held out) and the curve."""
     per_stream = [state_eval.measure(s, config) for s in data]
     points = [p for ps in per_stream for p in ps]
-    prefix = "" if name == "shipped" else f"{name}_"
+    prefix = f"{name}_"
     out = state_eval.summary(points, prefix)
     out[f"{prefix}state_bytes"] = float(state_eval.state_bytes(config))
     heldout = [p for ps in per_stream[TUNE_CONVERSATIONS:] for p in ps]

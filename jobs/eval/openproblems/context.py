@@ -3,8 +3,9 @@
 The conversations go through Kafka (a private broker on free loopback ports unless
 ``MEMSTACK_BOOTSTRAP`` names one) and the stores are rebuilt from the log, as in
 ``memstack eval locomo`` (messages, and session observations as notes). Each conversation is a
-session of tenant ``locomo``; its session state is built from what the stores hold for it (every
-text record, key = value = its stored vector, at its log time) and read through the real
+session of tenant ``locomo``; its session state (the live default: small sums and the code
+ring) is built by the live updater's own ``recompute`` from what the stores hold for it (every
+text record, key = value = its stored vector, at its log position) and read through the real
 :class:`~memstack.view.state.SessionStateReader`; its consolidated turns are the learner the
 Ray actor streamed (:class:`~memstack.view.recall.RecalledTurns`).
 
@@ -24,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from memstack.client import MemoryClient
 from memstack.foundation.keystore import FileKeyStore
@@ -33,18 +33,12 @@ from memstack.jobs.eval.locomo import TENANT, events_of
 from memstack.jobs.eval.openproblems.data import Stream
 from memstack.jobs.measure import Report
 from memstack.operators.consolidation import RidgeLearner
-from memstack.operators.session_state import (
-    StateConfig,
-    canonical,
-    empty,
-    make_items,
-    update,
-)
-from memstack.operators.session_state.arena import SessionSums
+from memstack.operators.session_state import StateConfig
 from memstack.operators.session_state.codec import snapshot_sums
-from memstack.operators.session_state.keys import Head
+from memstack.operators.session_state.codes import RingConfig
+from memstack.operators.session_state.keys import turn_texts
 from memstack.pipelines.embedding import Encoder
-from memstack.pipelines.session_state.table import session_key
+from memstack.pipelines.session_state.table import SessionStateUpdater, StateItem, session_key
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
 from memstack.view import MemoryView
@@ -84,27 +78,45 @@ def stores_from_log(events: Sequence[Event], encoder: Encoder, report: Report
                                          ready.dlq_topic], raise_errors=False)
 
 
-def state_snapshot(stores: Stores, session: str, config: StateConfig) -> bytes:
-    """The session's state built from its stored text records (what the live updater adds)."""
+class _NoSink:
+    """The updater's sink and source for :meth:`SessionStateUpdater.recompute`, which neither
+    writes nor reads snapshots."""
+
+    def get(self, key: str) -> bytes | None:
+        return None
+
+    def send(self, partition: int, key: str, value: bytes | None) -> None:
+        raise RuntimeError("recompute writes no snapshot")
+
+    async def flush(self) -> None:
+        return None
+
+
+def state_snapshot(stores: Stores, session: str, config: StateConfig, encoder: Encoder,
+                   ring: RingConfig | None) -> bytes:
+    """The session's state built from its stored text records by the live updater's
+    ``recompute`` (what the updater adds for them, at their log positions)."""
     rows = [r for r in stores.events.records(TENANT, session=session) if r.text]
-    vectors = torch.from_numpy(np.asarray(stores.vectors.vectors_of([r.event_id for r in rows]),
-                                          dtype=np.float64))
-    state = update(empty(config), make_items(
-        config, [r.event_id for r in rows], [Head.TURNS] * len(rows), vectors, vectors,
-        [r.tt.timestamp() for r in rows]))
-    counts = tuple(int((state.item_heads == int(h)).sum()) for h in Head)
-    return snapshot_sums(SessionSums(config, canonical(state.sums), state.ref_time,
-                                     state.last_time, counts))
+    vectors = np.asarray(stores.vectors.vectors_of([r.event_id for r in rows]), dtype=np.float32)
+    items = []
+    for r, v in zip(rows, vectors, strict=True):
+        texts = turn_texts(r.text)
+        assert texts is not None
+        items.append(StateItem(r.event_id, TENANT, session, r.partition, r.offset,
+                               r.tt.timestamp(), texts, v))
+    updater = SessionStateUpdater(_NoSink(), _NoSink(), encoder, config=config, ring=ring,
+                                  capacity=1)
+    return snapshot_sums(updater.recompute(items)[session_key(TENANT, session)])
 
 
 def measure(data: Sequence[Stream], learners: Mapping[str, RidgeLearner], encoder: Encoder,
-            config: StateConfig, report: Report, *, ablations: bool = True
-            ) -> dict[str, list[float]]:
+            config: StateConfig, ring: RingConfig | None, report: Report, *,
+            ablations: bool = True) -> dict[str, list[float]]:
     """Per question, the evidence recall of ``context()`` without and with the read-outs (and,
     with ``ablations``, with each read-out alone)."""
     events, cites = events_of([s.conversation for s in data])
     with stores_from_log(events, encoder, report) as stores:
-        snaps = {session_key(TENANT, s.name): state_snapshot(stores, s.name, config)
+        snaps = {session_key(TENANT, s.name): state_snapshot(stores, s.name, config, encoder, ring)
                  for s in data}
         reader = SessionStateReader(stores, encoder, DictSource(snaps))
         state = SessionStateSource(reader)

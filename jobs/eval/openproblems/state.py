@@ -14,8 +14,14 @@ stream:
   (``estimate_tokens``, 2,000 tokens: ``context()``'s default).
 
 Recall is the share of the question's evidence turns in the top 10 (state) or in the window.
-The state decodes against the stored turns (the stores hold them; its bytes do not), which the
-figures do not charge it for: docs/session-state.md says so next to the numbers.
+
+Two states are measured. The **code ring** (:mod:`memstack.operators.session_state.codes`,
+:func:`measure_ring`) holds everything its read-out needs (codes and log offsets), so its bytes
+are the whole cost. The **sums** (:func:`measure`) decode against the turn vectors written so far,
+which their snapshot does not hold; besides the window in the sums' bytes, each point also
+carries a window in the bytes of the sums plus that decode table (``window_honest``: float32,
+``dim`` per turn), the honest accounting. :func:`choose_ring` picks the ring's bits and bytes on
+the tuning conversations only.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import torch
 from memstack.jobs.eval.openproblems.data import Asked, Stream, recall_at
 from memstack.operators.session_state import (
     StateConfig,
+    codes,
     empty,
     make_items,
     query_key,
@@ -40,6 +47,7 @@ from memstack.operators.session_state import (
 )
 from memstack.operators.session_state.arena import SessionSums
 from memstack.operators.session_state.codec import snapshot_sums
+from memstack.operators.session_state.codes import RingConfig
 from memstack.operators.session_state.keys import N_HEADS, Head
 from memstack.view.context import estimate_tokens
 
@@ -60,6 +68,8 @@ class Point:
     state: float
     window_bytes: float
     window_budget: float
+    window_honest: float | None = None
+    """The window in the bytes of everything the read-out needs, where that differs."""
 
 
 def state_bytes(config: StateConfig) -> int:
@@ -110,7 +120,34 @@ def measure(stream: Stream, config: StateConfig) -> list[Point]:
         ranked = _read(state, [a for a, _ in pairs], config)
         in_bytes = window(stream.texts, i + 1, size, "bytes")
         in_budget = window(stream.texts, i + 1, BUDGET_TOKENS, "tokens")
+        table = (i + 1) * config.dim * 4  # the decode table: one float32 value per turn
+        in_honest = window(stream.texts, i + 1, size + table, "bytes")
         for (a, n), top in zip(pairs, ranked, strict=True):
+            ev = set(a.evidence)
+            points.append(Point(n, recall_at(top, a.evidence, K), len(ev & in_bytes) / len(ev),
+                                len(ev & in_budget) / len(ev), len(ev & in_honest) / len(ev)))
+    return points
+
+
+def measure_ring(stream: Stream, config: RingConfig, overhead: int = 0) -> list[Point]:
+    """The code ring through the stream (offset = turn position). The byte window holds the
+    bytes of the whole state: the ring's snapshot plus ``overhead`` (the rest of the session's
+    snapshot: its header and the facts head's sums, which turn reads do not use)."""
+    at = asked_at(stream)
+    size = codes.snapshot_size(config) + overhead
+    table = codes.encode(config, stream.vectors)
+    lengths = codes.lengths_of(stream.texts)
+    ring = codes.empty(config)
+    points: list[Point] = []
+    for i in range(len(stream)):
+        ring = codes.append(ring, [i], table[i:i + 1], lengths[i:i + 1])
+        pairs = at.get(i + 1)
+        if not pairs:
+            continue
+        in_bytes = window(stream.texts, i + 1, size, "bytes")
+        in_budget = window(stream.texts, i + 1, BUDGET_TOKENS, "tokens")
+        for a, n in pairs:
+            top = [o for o, _ in codes.read(ring, a.vector, K)]
             ev = set(a.evidence)
             points.append(Point(n, recall_at(top, a.evidence, K), len(ev & in_bytes) / len(ev),
                                 len(ev & in_budget) / len(ev)))
@@ -148,6 +185,9 @@ def summary(points: Sequence[Point], prefix: str = "") -> dict[str, float]:
         out[f"{prefix}state_recall_{band}"] = _mean([p.state for p in chosen])
         out[f"{prefix}window_recall_{band}"] = _mean([p.window_bytes for p in chosen])
         out[f"{prefix}budget_window_recall_{band}"] = _mean([p.window_budget for p in chosen])
+        honest = [p.window_honest for p in chosen if p.window_honest is not None]
+        if honest and len(honest) == len(chosen):
+            out[f"{prefix}window_recall_{band}_honest"] = _mean(honest)
     cross = [n for n, (s, w, _, _) in curve(points).items() if s > w]
     out[f"{prefix}crossover_turns"] = float(cross[0]) if cross else -1.0
     return out

@@ -7,7 +7,9 @@ clients may use too:
 
 - ``GET /v1/key``: the presented key's tenants and roles (which actions the page offers);
 - ``GET /v1/tenants/{tenant}/subjects``: the tenant's subjects and its known-time range;
-- ``GET /v1/tenants/{tenant}/events/{event_id}``: an event's provenance and lineage.
+- ``GET /v1/tenants/{tenant}/events/{event_id}``: an event's provenance and lineage;
+- ``GET /v1/tenants/{tenant}/sessions/{session}/state``: what a session's recurrent state holds
+  and its size in bytes (a service whose worker keeps session state).
 
 See docs/inspector.md.
 """
@@ -28,6 +30,7 @@ from memstack.server.deps import View
 from memstack.server.problems import ProblemError, problem_responses
 from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
 from memstack.view.reads import MAX_NAME
+from memstack.view.state import SessionStateInfo, state_info
 
 ASSETS = Path(__file__).parent / "static"
 """The folder of the page's static files."""
@@ -77,6 +80,24 @@ def add_inspector(app: FastAPI) -> None:
                                     "(never written, not applied yet, or forgotten)",
                                field="event_id")
         return found
+
+    @app.get(f"{prefix}/sessions/{{session}}/state", response_model=SessionStateInfo,
+             tags=["query"], responses=problem_responses(401, 403, 404, 422, 500, 503, 504))
+    def session_state(view: View, request: Request,
+                      session: Annotated[str, PathParam(max_length=MAX_NAME)]) -> Any:
+        """What the session's recurrent state holds (items per head, the turns of its code
+        ring) and its size in bytes, as the worker keeps it now."""
+        service = request.app.state.service
+        snapshot = None if service is None else service.session_state
+        if snapshot is None:
+            raise ProblemError(404, "this service keeps no session state (a worker without "
+                                    "the commit path)", field="session")
+        data = snapshot(view.tenant, session)
+        if data is None:
+            raise ProblemError(404, f"tenant {view.tenant!r} has no state for session "
+                                    f"{session!r} (no event yet, or every item forgotten)",
+                               field="session")
+        return state_info(view.tenant, session, data)
 
     @app.get("/ui", include_in_schema=False)
     def ui_root() -> RedirectResponse:

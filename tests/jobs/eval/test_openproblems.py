@@ -221,3 +221,101 @@ def test_batch_and_single_writes_agree() -> None:
                                       [it.log_time for it in items]))
     joint = joint_weights(items, plan, centre)
     assert np.linalg.norm(learner.weights().numpy() - joint) / np.linalg.norm(joint) < 1e-9
+
+
+# -- the code ring, the honest window and the long stream ---------------------------------------
+
+def asked_as_evidence(s: Stream) -> Stream:
+    """``s`` with each question's vector equal to its first evidence turn's."""
+    return Stream(s.conversation, s.texts, s.times, s.vectors,
+                  tuple(Asked(a.question, a.evidence, s.vectors[a.evidence[0]]) for a in s.asked),
+                  s.notes, s.note_turns, s.note_vectors)
+
+
+def test_the_ring_walk_recalls_what_it_holds_and_nothing_it_dropped() -> None:
+    from memstack.operators.session_state.codes import RingConfig
+
+    s = asked_as_evidence(stream(n=40, asked=((2,), (30,)), seed=5))
+    small = RingConfig(bits=128, budget=30 + 8 * 22)  # 8 items
+    assert small.capacity == 8
+    points = st.measure_ring(s, small)
+    by_n = {(p.n, round(p.state)) for p in points}
+    assert (1, 1) in by_n and (4, 1) in by_n  # within the last 8 turns: found
+    assert {p.state for p in points if p.n >= 8} == {0.0}  # evicted: gone
+    assert all(p.window_honest is None for p in points)  # nothing outside its bytes
+
+
+def test_the_sums_honest_window_is_charged_the_decode_table() -> None:
+    s = asked_as_evidence(stream(n=30, asked=((2,),), seed=3))
+    points = st.measure(s, StateConfig(dim=8, gamma_per_hour=1.0, dtype="float32"))
+    assert all(p.window_honest is not None and p.window_honest >= p.window_bytes for p in points)
+    out = st.summary(points)
+    assert "window_recall_near_honest" in out
+
+
+def test_choose_ring_takes_the_largest_far_margin_with_an_early_crossover() -> None:
+    from memstack.jobs.eval.openproblems import ring_choice
+    from memstack.operators.session_state.codes import RingConfig
+
+    s = asked_as_evidence(stream(n=300, asked=((5,), (100,), (200,)), seed=9))
+    s = Stream(s.conversation, tuple(t + "y" * 200 for t in s.texts), s.times, s.vectors,
+               s.asked, s.notes, s.note_turns, s.note_vectors)  # windows of a few turns
+    grid = (RingConfig(bits=64, budget=400), RingConfig(bits=128, budget=4096),
+            RingConfig(bits=128, budget=8192))
+    chosen, margins = ring_choice.choose_ring([s], grid, overhead=0)
+    assert chosen in margins and margins[chosen] == max(margins.values())
+    for config, margin in margins.items():
+        out = st.summary(st.measure_ring(s, config))
+        assert margin == pytest.approx(out["state_recall_far"] - out["window_recall_far"]
+                                       + ring_choice.long_margin([s], config))
+        assert 0 < out["crossover_turns"] <= ring_choice.MAX_CROSSOVER
+    with pytest.raises(ValueError, match="no ring"):
+        ring_choice.choose_ring([stream(n=3)], grid[:1], overhead=0)
+
+
+def test_the_long_margin_is_the_ring_over_the_prompt_window_at_the_end() -> None:
+    from memstack.jobs.eval.openproblems import ring_choice
+    from memstack.operators.session_state.codes import RingConfig
+
+    s = asked_as_evidence(stream(n=400, asked=((5,), (380,)), seed=4))
+    # 400 turns of ~22 bytes: the 8,000-token prompt holds them all; the ring only the last
+    assert ring_choice.long_margin([s], RingConfig(bits=128, budget=30 + 22 * 100)) == -1.0
+    # a ring holding every turn finds the far question's evidence too (its query = the turn)
+    assert ring_choice.long_margin([s], RingConfig(bits=128, budget=30 + 22 * 400)) == 0.0
+
+
+def test_the_long_stream_merges_turns_by_time_and_moves_the_evidence_along() -> None:
+    from memstack.jobs.eval.openproblems import long_stream
+
+    a = stream(n=4, asked=((1,),), seed=1)
+    b = stream(n=4, asked=((3,),), seed=2)
+    later = tuple(t + 90 for t in b.times)  # b's turns fall between a's (a minute apart)
+    b = Stream(b.conversation, tuple("b" + t for t in b.texts), later, b.vectors, b.asked,
+               b.notes, b.note_turns, b.note_vectors)
+    long = long_stream.merged([a, b])
+    assert long.texts == (a.texts[0], a.texts[1], b.texts[0], a.texts[2], b.texts[1], a.texts[3],
+                          b.texts[2], b.texts[3])
+    assert [q.evidence for q in long.asked] == [(1,), (7,)]
+    assert long.origin == (0, 1)
+    assert np.array_equal(long.vectors[2], b.vectors[0])
+    assert list(long.times) == sorted(long.times)
+
+
+def test_long_stream_figures_ask_far_questions_at_the_end() -> None:
+    from memstack.jobs.eval.openproblems import long_stream
+    from memstack.operators.session_state.codes import RingConfig
+
+    parts = [asked_as_evidence(stream(n=60, asked=((2,), (58,)), seed=c)) for c in range(3)]
+    parts = [Stream(p.conversation, tuple(t + "y" * 200 for t in p.texts), p.times, p.vectors,
+                    p.asked, p.notes, p.note_turns, p.note_vectors) for p in parts]
+    long = long_stream.merged(parts)  # equal times: turns interleave a0 b0 c0 a1 ...
+    assert long_stream.far_questions(long) == [0, 2, 4]  # 58 is near the end only in the last
+    sums = StateConfig(dim=16, gamma_per_hour=1.0, dtype="float32")
+    out = long_stream.figures(long, RingConfig(bits=128, budget=4096), sums)
+    assert out["long_turns"] == 180 and out["long_questions_far"] == 3
+    assert out["long_state_recall_far"] == 1.0  # 180 turns fit the ring; queries = evidence
+    assert out["long_window_recall_far"] == 0.0  # 4 KB of ~220-byte turns: the last 18
+    assert out["long_window8k_turns"] < 180 and out["long_window8k_recall_far"] == 0.0
+    assert out["long_sums_state_bytes"] == st.state_bytes(sums)
+    assert out["long_sums_window_honest_recall_far"] >= out["long_sums_window_recall_far"]
+    assert out["long_state_recall_far_heldout"] == 1.0

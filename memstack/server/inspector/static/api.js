@@ -51,6 +51,9 @@ export class Api {
     return this.request("GET", this.tenantPath("facts"), { params: { subject, valid, known, after } });
   }
   records(params) { return this.request("GET", this.tenantPath("records"), { params }); }
+  sessionState(session) {
+    return this.request("GET", this.tenantPath(`sessions/${encodeURIComponent(session)}/state`));
+  }
   search(text, mode, k, after) {
     return this.request("GET", this.tenantPath("search"), { params: { text, mode, k, after } });
   }

@@ -198,6 +198,7 @@ async function showProvenance(eventId) {
   if (p.fact) fields.push(["fact", `${p.fact.subject} · ${p.fact.relation} · ${p.fact.object ?? "(any)"}`],
     ["op", p.fact.op], ["valid", `${p.fact.vt_from} → ${p.fact.vt_to || "open"}`]);
   fields.push(["searchable", p.memory ? `yes (memory row, known ${p.memory.tt_from} → ${p.memory.tt_to || "now"})` : "no memory row"]);
+  if (p.record) fields.push(["session state", await sessionStateOf(p.record.session)]);
   $("#prov-fields").replaceChildren(...fields.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)]));
   const lineage = [["opened", p.versions_opened], ["closed", p.versions_closed], ["asserted", p.versions_asserted]];
   $("#prov-lineage").replaceChildren(h("h3", {}, "Lineage"), ...lineage.map(([what, list]) => h("div", { "data-lineage": what },
@@ -210,6 +211,19 @@ async function showProvenance(eventId) {
   $("#forget-event").hidden = !state.roles.includes("forget");
   $("#provenance").hidden = false;
   $("#provenance").dataset.eventId = p.event_id;
+}
+
+async function sessionStateOf(session) {
+  try {
+    const s = await state.api.sessionState(session);
+    const items = Object.entries(s.items).map(([head, n]) => `${head} ${n}`).join(", ");
+    const ring = s.ring_capacity
+      ? `; its code ring holds ${s.ring_turns} of ${s.ring_capacity} turns (${s.ring_bits}-bit codes)` : "";
+    return `${s.bytes.toLocaleString("en")} bytes: items ${items}${ring}`;
+  } catch (e) {
+    if (e.status === 404) return "none kept";
+    throw e;
+  }
 }
 
 // -- retract and forget -------------------------------------------------------------------
