@@ -26,21 +26,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
 import torch
 
 from memstack.foundation.log_coordinates import advance
 from memstack.operators.log import LoggedEvent
-from memstack.operators.session_state import StateConfig, _projection, codes
-from memstack.operators.session_state.arena import SessionSums, StateArena, Terms
+from memstack.operators.session_state import StateConfig, codes
+from memstack.operators.session_state.arena import SessionSums, StateArena
 from memstack.operators.session_state.codec import restore_sums, snapshot_slot, snapshot_sums
 from memstack.operators.session_state.codes import RingConfig
-from memstack.operators.session_state.keys import EMBED_DIM, N_HEADS, Head, project
+from memstack.operators.session_state.keys import N_HEADS, Head
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.session_state.changelog import (  # re-exported: the table's bindings
     CHANGELOG_CONFIGS,
@@ -61,6 +59,7 @@ from memstack.pipelines.session_state.items import (  # re-exported: the state's
     runs_within,
     session_key,
 )
+from memstack.pipelines.session_state.terms import ItemTerms, Vectors
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +67,6 @@ DEFAULT_CONFIG = StateConfig(dim=8)
 """The sums of the default state: the facts head's associative read and the item counts and
 log times the forget path keeps (docs/session-state.md, "The default state")."""
 
-Vectors = Mapping[str, npt.NDArray[np.float32]]
-"""Embeddings by text (a plan's :attr:`~memstack.pipelines.contracts.Plan.vectors`)."""
 
 __all__ = [
     "CHANGELOG_CONFIGS", "DEFAULT_CONFIG", "DEFAULT_RING", "STATE_BUDGET", "TABLE_NAME",
@@ -170,7 +167,7 @@ class SessionStateUpdater:
         self.sink, self.source, self.encoder, self.config = sink, source, encoder, config
         self.arena = StateArena(config, capacity, ring)
         self._lru: OrderedDict[str, None] = OrderedDict()
-        self._proj = _projection(config.seed, config.dim, config.torch_dtype)
+        self.terms = ItemTerms(encoder, config, ring)
         self._unsent: dict[str, bytes] = {}
         """Snapshots :meth:`stage` cut that :meth:`publish` has not sent yet: a session evicted
         in between reloads from here, not from the source's older snapshot."""
@@ -216,71 +213,7 @@ class SessionStateUpdater:
 
     def warm_items(self, items: Sequence[StateItem]) -> None:
         """Embed the items' texts now, so that a caching encoder answers the next step at once."""
-        self._embedded(items)
-
-    def _embedded(self, items: Sequence[StateItem],
-                  known: Vectors | None = None) -> npt.NDArray[np.float64]:
-        """Key then value embeddings (2m, 384): stored vectors where given, then ``known``
-        vectors by text (the commit path's), else encoded."""
-        m = len(items)
-        out = np.empty((2 * m, EMBED_DIM), dtype=np.float64)
-        todo = [n for n, item in enumerate(items) if item.vector is None]
-        for n, item in enumerate(items):
-            if item.vector is not None:
-                out[n] = out[m + n] = item.vector
-        if todo:
-            texts = ([items[n].texts.key_text for n in todo]
-                     + [items[n].texts.value_text for n in todo])
-            encoded = self._encode(texts, known or {})
-            out[todo] = encoded[:len(todo)]
-            out[[m + n for n in todo]] = encoded[len(todo):]
-        return out
-
-    def _encode(self, texts: list[str], known: Vectors) -> npt.NDArray[np.float64]:
-        """``texts``' embeddings: ``known`` ones as given, the others through the encoder."""
-        missing = [t for t in texts if t not in known]
-        if len(missing) == len(texts):
-            return np.asarray(self.encoder.encode(texts), dtype=np.float64)
-        found = dict(known)
-        if missing:
-            found.update(zip(missing, self.encoder.encode(missing), strict=True))
-        return np.stack([np.asarray(found[t], dtype=np.float64) for t in texts])
-
-    def _terms(self, slots: Sequence[int], items: Sequence[StateItem],
-               known: Vectors | None = None) -> Terms:
-        """The items' terms: projected unit keys/values, weight 1."""
-        return self._terms_of(slots, items, self._embedded(items, known))
-
-    def _terms_of(self, slots: Sequence[int], items: Sequence[StateItem],
-                  embedded: npt.NDArray[np.float64]) -> Terms:
-        vectors = torch.from_numpy(embedded)
-        n = len(items)
-        return Terms(torch.tensor(list(slots), dtype=torch.int64),
-                     torch.tensor([int(i.texts.head) for i in items], dtype=torch.int64),
-                     project(vectors[:n], self._proj), project(vectors[n:], self._proj),
-                     torch.tensor([i.log_time for i in items], dtype=torch.float64),
-                     torch.ones(n, dtype=torch.float64))
-
-    def _turn_codes(self, items: Sequence[StateItem], embedded: npt.NDArray[np.float64]
-                    ) -> tuple[list[int], codes.U8, codes.I64]:
-        """Rows of ``items`` that are turns, their ring codes (from the key embeddings) and
-        their text lengths."""
-        config = self.arena.ring_config
-        rows = [n for n, item in enumerate(items) if item.texts.head == Head.TURNS]
-        if config is None or not rows:
-            return ([], np.zeros((0, 0 if config is None else config.code_bytes), dtype=np.uint8),
-                    np.zeros(0, dtype=np.int64))
-        return (rows, codes.encode(config, embedded[rows]),
-                codes.lengths_of([items[n].texts.key_text for n in rows]))
-
-    def _add_codes(self, arena: StateArena, slots: Sequence[int], items: Sequence[StateItem],
-                   embedded: npt.NDArray[np.float64]) -> None:
-        rows, table, lengths = self._turn_codes(items, embedded)
-        by_slot: dict[int, list[int]] = {}
-        for at, n in enumerate(rows):
-            by_slot.setdefault(slots[n], []).append(at)
-        for slot, ats in by_slot.items():
-            arena.add_codes(slot, [items[rows[a]].offset for a in ats], table[ats], lengths[ats])
+        self.terms.embedded(items)
 
     async def apply(self, events: Sequence[LoggedEvent]) -> ApplyResult:
         """Add the events' items, write the touched sessions' snapshots, wait for the acks."""
@@ -302,9 +235,9 @@ class SessionStateUpdater:
             items = [i for e in fresh if (i := item_of(e)) is not None]
             if items:
                 slots = [self._slot(i.key) for i in items]
-                embedded = self._embedded(items, vectors)
-                self.arena.add(self._terms_of(slots, items, embedded))
-                self._add_codes(self.arena, slots, items, embedded)
+                embedded = self.terms.embedded(items, vectors)
+                self.arena.add(self.terms.terms(slots, items, embedded))
+                self.terms.add_codes(self.arena, slots, items, embedded)
             touched: dict[str, int] = {}
             for logged in fresh:  # marks move for every event, with or without an item
                 key, pos = key_of(logged.event), logged.position
@@ -410,9 +343,10 @@ class SessionStateUpdater:
         r_part, r_off = plan.mark
         for key, group in plan.subtract.items():
             slot = self._slot(key)
-            self.arena.subtract(self._terms([slot] * len(group), group))
+            self.arena.subtract(self.terms.terms([slot] * len(group), group,
+                                                 self.terms.embedded(group)))
             refill = plan.refill.get(key, [])
-            rows, table, lengths = self._turn_codes(refill, self._embedded(refill))
+            rows, table, lengths = self.terms.turn_codes(refill, self.terms.embedded(refill))
             self.arena.remove_codes(slot, [i.offset for i in group
                                            if i.texts.head == Head.TURNS],
                                     [refill[n].offset for n in rows], table, lengths)
@@ -450,7 +384,7 @@ class SessionStateUpdater:
         slots = {key: scratch.slot(key) for key in keys}
         if items:
             at = [slots[i.key] for i in items]
-            embedded = self._embedded(items)
-            scratch.add(self._terms_of(at, items, embedded))
-            self._add_codes(scratch, at, items, embedded)
+            embedded = self.terms.embedded(items)
+            scratch.add(self.terms.terms(at, items, embedded))
+            self.terms.add_codes(scratch, at, items, embedded)
         return {key: scratch.cut(slot) for key, slot in slots.items()}
