@@ -1,7 +1,7 @@
 """Reciprocal rank fusion of full-text and vector candidates (pure).
 
 Each retriever returns its candidates already filtered by tenant, scope and the as-of predicate
-(see ``AsOfView._leg``), so fusion only ranks rows that answer the query; it sees ids and raw
+(see ``legs.leg``), so fusion only ranks rows that answer the query; it sees ids and raw
 scores only, and the view reads the full rows of the fused top ``k``. A row's fused
 score is ``sum over retrievers of weight / (rrf_k + rank)`` (weighted reciprocal rank fusion,
 after Cormack et al., 2009); rank-based fusion needs no calibration between BM25 scores and

@@ -10,10 +10,7 @@ checked again here (:func:`_own`): a row of another tenant raises instead of bei
 from __future__ import annotations
 
 import logging
-import math
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -28,9 +25,7 @@ from memstack.schemas.filters import matches
 from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError, TenantScopeError
 from memstack.view.filtering import FilterSpec, as_filter
-from memstack.view.focus import SAMPLE_ROWS, TermShares, focus, query_terms
-from memstack.view.fusion import Candidate, fuse
-from memstack.view.selective import MAX_RANKED
+from memstack.view.fusion import fuse
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
 if TYPE_CHECKING:
@@ -40,7 +35,6 @@ if TYPE_CHECKING:
     from memstack.view.context import ContextSource
     from memstack.view.recall import RecallAnswer, RecallReader
     from memstack.view.search import Ranking
-    from memstack.view.selective import Members, Slice
     from memstack.view.state import SessionStateReader, SessionStateView
 
 log = logging.getLogger(__name__)
@@ -48,8 +42,6 @@ log = logging.getLogger(__name__)
 MIN_CANDIDATES = 40
 """Each retriever returns at least this many prefiltered candidates for fusion."""
 CANDIDATE_FACTOR = 4
-POSTFILTER_FACTOR = 3
-"""Each retriever ranks this many times its candidates before the as-of filter (see _leg)."""
 
 
 class _HasTenant(Protocol):
@@ -206,7 +198,7 @@ class AsOfView:
         Each retriever returns slim candidates (id, tenant, session, the as-of columns); the
         full rows are read for the final top ``k`` only.
         """
-        from memstack.view import selective
+        from memstack.view import legs, selective
         from memstack.view.search import RANKING, own_table, with_neighbours
 
         if k < 1:
@@ -221,21 +213,21 @@ class AsOfView:
         chosen = None if metadata is None else selective.plan(self, metadata, kinds, session,
                                                                subject)
         if isinstance(chosen, selective.Slice):  # a selective filter: its rows first
-            found = self._selective_legs(chosen, text, scope, mode, stages, n)
+            found = legs.over_slice(self, chosen, text, scope, mode, stages, n)
         elif isinstance(chosen, selective.Members):  # a broad one: kept from the rows ranked
             broad = chosen
         if found is not None:
             by_text, by_vector, pool = found
         else:
-            by_text, by_vector = self._prefiltered_legs(
-                text, scope, mode, stages, n,
+            by_text, by_vector = legs.prefiltered(
+                self, text, scope, mode, stages, n,
                 None if broad is None else (broad, self._scope_clauses(kinds, session, subject)))
             pool = None
-        legs = [t for t in (by_text, by_vector) if t is not None]
-        for table in legs:
+        tables = [t for t in (by_text, by_vector) if t is not None]
+        for table in tables:
             own_table(table, self.tenant, "search")
-        fused = fuse(self._candidates(by_text), self._candidates(by_vector), 2 * n)
-        at = {m: r for t in legs
+        fused = fuse(legs.candidates(by_text), legs.candidates(by_vector), 2 * n)
+        at = {m: r for t in tables
               for m, r in zip(t["memory_id"].to_pylist(), t["_rowid"].to_pylist(), strict=True)}
         if mode == "hybrid":
             fused, around = with_neighbours(self, fused, at, scope, k,
@@ -254,110 +246,6 @@ class AsOfView:
             rows = {m: r for m, r in rows.items() if matches(metadata, r.metadata)}
         return [SearchHit(f.rank, rows[f.memory_id], f.score) for f in fused
                 if f.memory_id in rows]  # a row deleted between the legs and the read is gone
-
-    def _prefiltered_legs(self, text: str, scope: list[str], mode: SearchMode, stages: Ranking,
-                          n: int, broad: tuple[Members, list[str]] | None = None
-                          ) -> tuple[pa.Table | None, pa.Table | None]:
-        """Both legs with the scope (and a metadata filter) as a LanceDB prefilter; ``broad``:
-        a broad filter's rows and the scope without it (see :meth:`_leg`)."""
-        from memstack.view.search import focused
-
-        vectors = self.memory.stores.vectors
-        query = focused(self, text, scope, stages.common_share) if mode == "hybrid" else text
-        text_leg: Future[pa.Table] | None = None
-        if mode != "vector":  # BM25 in a worker while this thread encodes and runs the ANN leg
-            words = _fts_text(query)
-            text_leg = _legs().submit(self._leg, lambda m, w: vectors.text_candidates(
-                words, tenant=self.tenant, k=m, where=w), n, scope, broad)
-        try:
-            by_vector: pa.Table | None = None
-            if mode != "bm25":
-                vector = self.memory.encoder.encode([query])[0]
-                by_vector = self._leg(lambda m, w: vectors.vector_candidates(
-                    vector, tenant=self.tenant, k=m, where=w), n, scope, broad)
-        finally:
-            by_text = None if text_leg is None else text_leg.result()
-        return by_text, by_vector
-
-    def _selective_legs(self, chosen: Slice, text: str, scope: list[str],
-                        mode: SearchMode, stages: Ranking, n: int
-                        ) -> tuple[pa.Table | None, pa.Table | None, pa.Table] | None:
-        """Both legs over a selective filter's rows (:mod:`memstack.view.selective`): the as-of
-        predicate on the rows the metadata index holds, BM25 prefiltered on their ``_rowid``,
-        exact cosine over their vectors; the rows are the neighbour stage's pool. None when a
-        row moved since the index read it (the caller prefilters instead)."""
-        from memstack.view import selective
-
-        vectors = self.memory.stores.vectors
-        pool = chosen.answering(self)
-        texts = mode == "hybrid" and stages.common_share is not None
-        columns = ["text"] * texts + ["vector"] * (mode != "bm25")
-        sample = pool
-        if columns and pool.num_rows <= SAMPLE_ROWS:  # one read: texts, vectors, the hits
-            read = sample = selective.read(self, pool, columns)
-        elif columns:
-            read = selective.read(self, pool, ["vector"]) if mode != "bm25" else pool
-            if texts:
-                sample = selective.read(self, pool.slice(0, SAMPLE_ROWS), ["text"])
-        else:
-            read = pool
-        if read is None or sample is None:
-            return None
-        pool = read
-        query = text
-        if texts:  # the terms common in the rows searched leave the query
-            shares = TermShares.of_terms(sample.column("text").to_pylist(), query_terms(text))
-            query = focus(text, shares, stages.common_share)  # type: ignore[arg-type]  # texts
-        text_leg: Future[pa.Table] | None = None
-        if mode != "vector" and pool.num_rows:
-            words, where = _fts_text(query), selective.rowid_clause(pool)
-            text_leg = _legs().submit(lambda: vectors.text_candidates(
-                words, tenant=self.tenant, k=n, where=where))
-        try:
-            by_vector: pa.Table | None = None
-            if mode != "bm25":  # while the BM25 leg runs in a worker
-                vector = self.memory.encoder.encode([query])[0]
-                by_vector = selective.vector_leg(pool, vector, n)
-        finally:
-            by_text = None if text_leg is None else text_leg.result()
-        return by_text, by_vector, pool
-
-    def _candidates(self, table: pa.Table | None) -> list[Candidate]:
-        """The leg's rows as fusion candidates (their tenant checked by the caller)."""
-        if table is None:
-            return []
-        return [Candidate(m, float(s)) for m, s in zip(table.column("memory_id").to_pylist(),
-                                                      table.column("score").to_pylist(),
-                                                      strict=True)]
-
-    def _leg(self, search: _Leg, n: int, scope: list[str],
-             broad: tuple[Members, list[str]] | None = None) -> pa.Table:
-        """The top ``n`` candidates of one retriever that answer as of.
-
-        The as-of predicate is applied to the top ``POSTFILTER_FACTOR * n`` rows of the scope
-        rather than as a prefilter: its time ranges cost LanceDB 60-80 ms per leg at 1M rows
-        (BTREE range scans over the whole table, measured). The rows kept are those the
-        prefiltered search ranks first (scores do not depend on the filter), except that
-        LanceDB breaks exact score ties differently. When fewer than ``n`` of them answer as
-        of (an early ``valid``/``known``), the leg is run again with the full prefilter.
-
-        A broad metadata filter (``broad``: its rows, by ``_rowid``, and the scope without it)
-        is applied the same way, to the top ``POSTFILTER_FACTOR * n / share`` rows (at most
-        :data:`~memstack.view.selective.MAX_RANKED`) of the scope without it: LanceDB
-        evaluates the JSON filter of every row of the tenant (~400 ms a leg at 1M rows).
-        """
-        fetch, ranked = POSTFILTER_FACTOR * n, scope
-        if broad is not None:
-            fetch = min(math.ceil(fetch / broad[0].share), MAX_RANKED)
-            ranked = broad[1]
-        found = search(fetch, " AND ".join(ranked) or None)
-        keep = A.memory_mask(found, self.as_of)
-        if broad is not None:
-            keep = pc.and_(keep, broad[0].mask(found))
-        kept = found.filter(keep)
-        if kept.num_rows >= n or found.num_rows < fetch:
-            return kept.slice(0, n)
-        return search(n, " AND ".join([A.memory_predicate(self.as_of), *scope]))
 
     def _scope(self, kinds: Sequence[str] | None, session: str | None,
                subject: str | None, filter: FilterSpec = None) -> str:
@@ -433,25 +321,5 @@ class _OneRequest(AsOfView):
         return list(self._searched[key])
 
 
-_Leg = Callable[[int, str | None], pa.Table]
 """One retriever: (how many, LanceDB where clause or None) -> candidates, best first
 (:data:`~memstack.pipelines.stores.lance_index.CANDIDATE_COLUMNS` and ``score``)."""
-
-
-_LEGS: list[ThreadPoolExecutor] = []
-_LEGS_LOCK = threading.Lock()
-
-
-def _legs() -> ThreadPoolExecutor:
-    """The shared pool that runs the BM25 leg of searches (LanceDB releases the GIL)."""
-    with _LEGS_LOCK:
-        if not _LEGS:
-            _LEGS.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstack-bm25"))
-        return _LEGS[0]
-
-
-def _fts_text(text: str) -> str:
-    """The words of ``text`` for the full-text parser (its operators and quotes removed)."""
-    words = "".join(c if c.isalnum() or c in "'-_" else " " for c in text).split()
-    return " ".join(w.strip("'-_") for w in words if w.strip("'-_")) or text.strip()
-

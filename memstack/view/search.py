@@ -3,7 +3,7 @@
 1. **Focus** (:mod:`memstack.view.focus`): the terms common in the searched scope leave the
    query both retrievers see.
 2. **Retrieve**: BM25 and the vector index each return their top candidates that answer as of
-   (``AsOfView._leg``), BM25 in a worker while this thread encodes the query.
+   (``legs.leg``), BM25 in a worker while this thread encodes the query.
 3. **Fuse** (:mod:`memstack.view.fusion`): weighted reciprocal rank fusion of the two lists.
 4. **Neighbours** (:mod:`memstack.view.neighbours`): the rows around the best fused
    candidates (same session, within the window in valid time, under the same scope and

@@ -3,7 +3,7 @@
 A LanceDB prefilter evaluates ``metadata_json`` row by row (no index reads JSON): at 1M rows a
 filter keeping 1 % cost a search ~300 ms. When the tenant's rows that pass the filter are few
 (at most :data:`ID_FIRST_MAX`, found by :class:`~memstack.view.metadata_index.MetadataIndex`
-from memory), the search (``AsOfView._selective_legs``) instead
+from memory), the search (``legs.over_slice``) instead
 
 1. takes those rows from the index (:func:`plan`: every column but ``text`` and
    ``vector``), applies the other scope clauses (``kinds``, ``session``, ``subject``) and the
@@ -108,7 +108,7 @@ def plan(view: AsOfView, metadata: Filter, kinds: Sequence[str] | None,
 class Members:
     """A broad filter's rows as ``_rowid`` (ascending) and their share of the tenant's rows:
     the legs rank ``1 / share`` times more rows without the filter and keep these
-    (:meth:`~memstack.view.memory_view.AsOfView._leg`)."""
+    (:func:`~memstack.view.legs.leg`)."""
 
     rowids: np.ndarray[Any, Any]
     share: float

@@ -12,7 +12,8 @@ from memstack.pipelines.stores import arrow
 from memstack.pipelines.stores.lance_index import CANDIDATE_COLUMNS
 from memstack.view import MemoryView
 from memstack.view.asof import memory_mask
-from memstack.view.memory_view import POSTFILTER_FACTOR, AsOfView
+from memstack.view.legs import POSTFILTER_FACTOR, leg
+from memstack.view.memory_view import AsOfView
 from memstack.view.types import LogCut
 
 T = datetime(2024, 1, 1, tzinfo=UTC)
@@ -48,7 +49,7 @@ class Retriever:
 
 
 def view_at(days: int) -> AsOfView:
-    memory = MemoryView("t", None)  # type: ignore[arg-type]  # _leg never touches the stores
+    memory = MemoryView("t", None)  # type: ignore[arg-type]  # leg never touches the stores
     return memory.as_of(T + timedelta(days=days), T + timedelta(days=days))
 
 
@@ -59,14 +60,14 @@ def ids(table: pa.Table) -> list[str]:
 def test_the_leg_keeps_the_best_rows_that_answer_as_of_in_one_call() -> None:
     rows = [row(n, 0 if n % 2 else 20) for n in range(200)]  # every other row is too late
     search = Retriever(rows)
-    assert ids(view_at(10)._leg(search, 4, [])) == ["m1", "m3", "m5", "m7"]
+    assert ids(leg(view_at(10), search, 4, [])) == ["m1", "m3", "m5", "m7"]
     assert search.calls == [(4 * POSTFILTER_FACTOR, None)]
 
 
 def test_the_leg_falls_back_to_the_prefilter_when_too_few_answer() -> None:
     rows = [row(n, 20) for n in range(100)] + [row(n, 0) for n in range(100, 110)]
     search = Retriever(rows)
-    assert ids(view_at(10)._leg(search, 4, ["kind = 'note'"])) == ["m100", "m101", "m102",
+    assert ids(leg(view_at(10), search, 4, ["kind = 'note'"])) == ["m100", "m101", "m102",
                                                                    "m103"]
     assert search.calls[0] == (4 * POSTFILTER_FACTOR, "kind = 'note'")
     assert search.calls[1][0] == 4 and "vt_from" in str(search.calls[1][1])
