@@ -45,10 +45,9 @@ from memstack.operators.session_state import (
     score_values,
     update,
 )
-from memstack.operators.session_state.arena import SessionSums
-from memstack.operators.session_state.codec import snapshot_sums
 from memstack.operators.session_state.codes import RingConfig
-from memstack.operators.session_state.keys import N_HEADS, Head
+from memstack.operators.session_state.keys import Head
+from memstack.pipelines.session_state.table import state_bytes as snapshot_bytes
 from memstack.view.context import estimate_tokens
 
 GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -73,11 +72,8 @@ class Point:
 
 
 def state_bytes(config: StateConfig) -> int:
-    """The snapshot size of a state with this config (fixed by the config)."""
-    d = config.dim
-    sums = SessionSums(config, torch.zeros(N_HEADS, d + 1, 2 * d + 1, dtype=config.torch_dtype),
-                       0.0, 0.0, (0,) * N_HEADS)
-    return len(snapshot_sums(sums))
+    """The snapshot size of sums with this config alone (fixed by the config)."""
+    return snapshot_bytes(config, None)
 
 
 def window(texts: Sequence[str], end: int, fits: int, cost: str) -> set[int]:
