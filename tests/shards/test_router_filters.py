@@ -8,7 +8,6 @@ known then, and equal the one store's answers.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,14 @@ import pytest
 
 from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.pipelines.embedding import shared_encoder
-from memstack.pipelines.shards.layout import shard_dir
 from memstack.schemas.events import Event
 from memstack.schemas.filters import matches, parse_filter
 from memstack.server.router.fanout import Fanout
 from memstack.server.router.view import RoutedMemory
 from memstack.view import MemoryView
 from memstack.view.errors import InvalidFilterError
-from tests.jobs.bench.test_scale_bench import T0, project, records_of
-from tests.shards.test_router_merge import serve
+from tests.jobs.bench.test_scale_bench import T0, records_of
+from tests.shards.test_router_merge import single_and_sharded
 
 NOTES = 24
 PAST = T0 + timedelta(seconds=NOTES // 2 - 0.5)
@@ -63,12 +61,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     tmp = tmp_path_factory.mktemp("router-filters")
     records = records_of(events(), 4)
     assert len({r.position.partition for r in records}) > 2  # spread over the shards
-    project(tmp / "single", records)
-    for partition in range(4):
-        project(shard_dir(tmp / "sharded", partition),
-                [r for r in records if r.position.partition == partition])
-    with ExitStack() as stack:
-        urls = [serve(stack, tmp / "sharded", [0, 1]), serve(stack, tmp / "sharded", [2, 3])]
+    with single_and_sharded(tmp, records) as urls:
         yield tmp, urls
 
 

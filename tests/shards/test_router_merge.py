@@ -10,13 +10,14 @@ is gone makes answers partial, naming its partitions.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
 from memstack.jobs.bench.scale.workload import scale_log, tenant_name
 from memstack.pipelines.embedding import shared_encoder
+from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.projector import StoreProjector
 from memstack.pipelines.shards.layout import shard_dir
 from memstack.pipelines.shards.projector import ShardedProjector
@@ -46,16 +47,22 @@ def serve(stack: ExitStack, root: Path, partitions: list[int]) -> str:
                                                          f"w{partitions}")))
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str]]]:
-    tmp = tmp_path_factory.mktemp("router")
-    records = records_of(scale_log(2, 4, 4, seed=21), 4)
+@contextmanager
+def single_and_sharded(tmp: Path, records: list[LogRecord]) -> Iterator[list[str]]:
+    """``records`` projected into one store (``tmp/single``) and into four partition shards
+    (``tmp/sharded``), the shards served by two workers (partitions 0-1 and 2-3): their URLs."""
     project(tmp / "single", records)
     for partition in range(4):
         project(shard_dir(tmp / "sharded", partition),
                 [r for r in records if r.position.partition == partition])
     with ExitStack() as stack:
-        urls = [serve(stack, tmp / "sharded", [0, 1]), serve(stack, tmp / "sharded", [2, 3])]
+        yield [serve(stack, tmp / "sharded", [0, 1]), serve(stack, tmp / "sharded", [2, 3])]
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str]]]:
+    tmp = tmp_path_factory.mktemp("router")
+    with single_and_sharded(tmp, records_of(scale_log(2, 4, 4, seed=21), 4)) as urls:
         yield tmp, urls
 
 
