@@ -26,6 +26,7 @@ metadata is false, never SQL NULL, and ``not`` means exactly "does not match" as
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -42,6 +43,25 @@ def _positive(f: Compare) -> Compare:
     return Compare(f.field, "eq" if f.op == "ne" else "in", f.value)
 
 
+def _render(f: Filter, leaf: Callable[[Compare], str]) -> str:
+    """``f`` as SQL, the boolean structure (``not``, ``and``, ``or``, and ``ne``/``nin``/``in``
+    spelt with ``not``/``or`` of ``eq``) rendered here once for both dialects, each comparison
+    left (``eq``, ``gt``, ``gte``, ``lt``, ``lte``, ``contains``) by ``leaf``, in order."""
+    if isinstance(f, Not):
+        return f"(NOT {_render(f.part, leaf)})"
+    if isinstance(f, And | Or):
+        if not f.parts:
+            return "TRUE"
+        joint = " AND " if isinstance(f, And) else " OR "
+        return "(" + joint.join(_render(p, leaf) for p in f.parts) + ")"
+    if f.op in ("ne", "nin"):
+        return f"(NOT {_render(_positive(f), leaf)})"
+    if f.op == "in":
+        values = f.value if isinstance(f.value, tuple) else (f.value,)
+        return "(" + " OR ".join(leaf(Compare(f.field, "eq", v)) for v in values) + ")"
+    return leaf(f)
+
+
 # -- DuckDB -------------------------------------------------------------------------------------
 
 def to_duckdb(f: Filter, column: str = COLUMN) -> tuple[str, list[Any]]:
@@ -51,20 +71,11 @@ def to_duckdb(f: Filter, column: str = COLUMN) -> tuple[str, list[Any]]:
 
 
 def _duck(f: Filter, col: str, params: list[Any]) -> str:
-    if isinstance(f, Not):
-        return f"(NOT {_duck(f.part, col, params)})"
-    if isinstance(f, And | Or):
-        if not f.parts:
-            return "TRUE"
-        joint = " AND " if isinstance(f, And) else " OR "
-        return "(" + joint.join(_duck(p, col, params) for p in f.parts) + ")"
+    return _render(f, lambda c: _duck_compare(c, col, params))
+
+
+def _duck_compare(f: Compare, col: str, params: list[Any]) -> str:
     path = f"'$.{f.field}'"
-    if f.op in ("ne", "nin"):
-        return f"(NOT {_duck(_positive(f), col, params)})"
-    if f.op == "in":
-        values = f.value if isinstance(f.value, tuple) else (f.value,)
-        return "(" + " OR ".join(_duck(Compare(f.field, "eq", v), col, params)
-                                 for v in values) + ")"
     if f.op == "contains":
         test = _duck_scalar("x", "'$'", "=", f.value, params)
         return (f"COALESCE(json_type({col}, {path}) = 'ARRAY' AND len(list_filter("
@@ -91,19 +102,10 @@ def _duck_scalar(doc: str, path: str, op: str, value: Scalar | tuple[Scalar, ...
 
 def to_lance(f: Filter, column: str = COLUMN) -> str:
     """``f`` as a LanceDB (DataFusion) SQL boolean expression over ``column``."""
-    if isinstance(f, Not):
-        return f"(NOT {to_lance(f.part, column)})"
-    if isinstance(f, And | Or):
-        if not f.parts:
-            return "TRUE"
-        joint = " AND " if isinstance(f, And) else " OR "
-        return "(" + joint.join(to_lance(p, column) for p in f.parts) + ")"
-    if f.op in ("ne", "nin"):
-        return f"(NOT {to_lance(_positive(f), column)})"
-    if f.op == "in":
-        values = f.value if isinstance(f.value, tuple) else (f.value,)
-        return "(" + " OR ".join(to_lance(Compare(f.field, "eq", v), column)
-                                 for v in values) + ")"
+    return _render(f, lambda c: _lance_compare(c, column))
+
+
+def _lance_compare(f: Compare, column: str) -> str:
     extracted = f"json_extract({column}, '$.{f.field}')"
     if f.value == "":
         return f"COALESCE({_empty_string(f.op, extracted)}, FALSE)"
