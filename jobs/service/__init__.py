@@ -286,7 +286,7 @@ def bound_socket(host: str, port: int) -> Iterator[socket.socket]:
     when the port is taken. Listening at once holds the port: two sockets with SO_REUSEADDR
     may both be bound to one port until one listens."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio: NODELAY
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse
 from memstack.server.api_keys import ApiKeys
 from memstack.server.body_limit import DEFAULT_MAX_BYTES, BodyLimit
 from memstack.server.contract import publish
+from memstack.server.point_reads import PointReads
 from memstack.server.problems import install_problem_handlers, problem_responses
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
     install_problem_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=service.limits.max_bytes if service is not None
                        else DEFAULT_MAX_BYTES)
+    app.add_middleware(PointReads)  # held subjects' facts and provenances, as bytes
     app.get("/healthz", tags=["service"], responses=PROBE_RESPONSES)(_health)
     app.get("/readyz", tags=["service"], responses=PROBE_RESPONSES)(_ready)
     _mount_inspector(app)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memstack.pipelines.stores.arrow import to_memories
+from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.pipelines.stores.lance_index import quote
 from memstack.schemas.events import TEXT_KINDS
 from memstack.schemas.filter_sql import to_lance
@@ -26,6 +27,7 @@ from memstack.view import asof as A
 from memstack.view.errors import InvalidQueryError, TenantScopeError
 from memstack.view.filtering import FilterSpec, as_filter
 from memstack.view.fusion import fuse
+from memstack.view.points import points_of
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
 if TYPE_CHECKING:
@@ -166,10 +168,15 @@ class AsOfView:
         self.as_of = as_of
 
     def facts(self, subject: str | None = None, relation: str | None = None) -> list[Fact]:
-        """The fact values valid at ``valid`` as memory knew them at ``known``."""
-        rows = self.memory.stores.events.facts_as_of(
-            self.tenant, subject=subject, relation=relation, valid=self.as_of.valid,
-            known=A.known_of(self.as_of))
+        """The fact values valid at ``valid`` as memory knew them at ``known``; a subject's
+        from its key index (:mod:`memstack.view.points`), the same rows."""
+        events, known = self.memory.stores.events, A.known_of(self.as_of)
+        if subject is not None and isinstance(events, DuckDBEventIndex):
+            rows = points_of(events).facts(events, self.tenant, subject, relation,
+                                           self.as_of.valid, known)
+        else:
+            rows = events.facts_as_of(self.tenant, subject=subject, relation=relation,
+                                      valid=self.as_of.valid, known=known)
         return _own(rows, self.tenant, "facts")
 
     def history(self, subject: str, relation: str | None = None) -> list[Fact]:

@@ -146,3 +146,21 @@ def history(query: Query, tenant: str, subject: str, relation: str | None = None
     closed = table.column(_CLOSED).to_pylist()
     return [v if shut or v.tt_to is None else v.reopened()
             for v, shut in zip(arrow.to_versions(table), closed, strict=True)]
+
+
+def subject_versions(query: Query, tenant: str, subject: str) -> list[FactVersion]:
+    """Every version of one subject of ``tenant``, any relation, any time, in no order (what
+    a key index of the subject's facts holds; ``memstack.view.points``)."""
+    head, params = _source(subject)
+    return arrow.to_versions(query(f"{head} WHERE tenant = ?", [*params, tenant]))
+
+
+def subject_entries(query: Query, tenant: str, subject: str) -> list[tuple[str, str, LogPosition]]:
+    """``(event_id, relation, position)`` of every fact entry of one subject of ``tenant``,
+    in transaction-time order (what a read at a log cut needs of a key index)."""
+    table = query("SELECT event_id, relation, tt, tt_partition, tt_offset FROM fact_entries "
+                  "WHERE tenant = ? AND subject = ? ORDER BY tt, tt_partition, tt_offset",
+                  [tenant, subject])
+    return [(r["event_id"], r["relation"],
+             LogPosition(r["tt"].astimezone(UTC), r["tt_partition"], r["tt_offset"]))
+            for r in table.to_pylist()]

@@ -12,7 +12,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +44,14 @@ from memstack.schemas.filters import Filter
 from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
 
 log = logging.getLogger(__name__)
+
+APPLY = "apply"
+"""The writer's batch commit (:meth:`DuckDBEventIndex.apply`), the one write whose effect
+its listeners are told row by row."""
+ChangeListener = Callable[[Sequence[Mutation] | None], None]
+"""Told after each write this index committed: the batch's mutations (:meth:`apply`), or
+None after any other write (a forget's erase, a purge: anything may have changed)."""
+
 
 class _Batch:
     """Mutations reduced to their final effect per key (the last mutation of a key wins).
@@ -105,6 +113,7 @@ class DuckDBEventIndex:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._listeners: list[ChangeListener] = []
         if read_only and not self._path.exists():
             raise StoreNotFoundError(f"no DuckDB index at {self._path}; run the pipeline first")
         self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,9 +144,23 @@ class DuckDBEventIndex:
     def apply(
         self, mutations: Sequence[Mutation], next_offsets: Mapping[int, int], *, topic: str
     ) -> ApplyResult:
-        """Write rows and offsets in one transaction; offsets only ever move forward."""
-        with self.transaction("apply") as con:
-            return self.write(con, mutations, next_offsets, topic=topic)
+        """Write rows and offsets in one transaction; offsets only ever move forward. Once
+        committed, the listeners (:meth:`on_change`) are told the mutations."""
+        with self.transaction(APPLY) as con:
+            result = self.write(con, mutations, next_offsets, topic=topic)
+        self._changed(mutations)
+        return result
+
+    def on_change(self, listener: ChangeListener) -> None:
+        """Call ``listener`` after each write committed through this index (in the writer's
+        thread, before :meth:`apply` returns): with the batch's mutations, or None after any
+        other transaction or exclusive use (a forget's erase, a purge), even a failed one.
+        Key indexes kept beside the tables (``memstack.view.points``) follow the writes so."""
+        self._listeners.append(listener)
+
+    def _changed(self, mutations: Sequence[Mutation] | None) -> None:
+        for listener in tuple(self._listeners):
+            listener(mutations)
 
     def write(
         self, con: duckdb.DuckDBPyConnection, mutations: Sequence[Mutation],
@@ -164,10 +187,15 @@ class DuckDBEventIndex:
 
     @contextmanager
     def exclusive(self, operation: str) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The writer's connection under its lock, outside a transaction (``CHECKPOINT``)."""
+        """The writer's connection under its lock, outside a transaction (``CHECKPOINT``);
+        the listeners are told (None) afterwards, unless it is :meth:`apply`'s."""
         self._writable(operation)
-        with self._lock, translated(operation, str(self._path)):
-            yield self._con
+        try:
+            with self._lock, translated(operation, str(self._path)):
+                yield self._con
+        finally:
+            if operation != APPLY:
+                self._changed(None)
 
     @contextmanager
     def transaction(self, operation: str) -> Iterator[duckdb.DuckDBPyConnection]:

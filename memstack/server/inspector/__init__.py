@@ -26,9 +26,12 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
+from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.server.deps import View
 from memstack.server.problems import ProblemError, problem_responses
 from memstack.view.catalog import Provenance, SubjectsAnswer, provenance, subjects
+from memstack.view.memory_view import MemoryView
+from memstack.view.points import points_of
 from memstack.view.reads import MAX_NAME
 from memstack.view.state import SessionStateInfo, state_info
 
@@ -74,7 +77,7 @@ def add_inspector(app: FastAPI) -> None:
                          event_id: Annotated[str, PathParam(max_length=MAX_NAME)]) -> Any:
         """An event as the stores hold it (record or fact entry, partition, offset, log
         time) and its lineage: fact versions it opened, closed and asserted, its memory row."""
-        found = view.call(lambda memory: provenance(memory.stores, memory.tenant, event_id))
+        found = view.call(lambda memory: _provenance(memory, event_id))
         if found is None:
             raise ProblemError(404, f"tenant {view.tenant!r} has no stored event {event_id!r} "
                                     "(never written, not applied yet, or forgotten)",
@@ -104,3 +107,12 @@ def add_inspector(app: FastAPI) -> None:
         return RedirectResponse("/ui/")
 
     app.mount("/ui", StaticFiles(directory=ASSETS, html=True), name="inspector")
+
+
+def _provenance(memory: MemoryView, event_id: str) -> Provenance | None:
+    """The event's provenance; through the key index, which keeps it for the point-read lane
+    (``memstack.server.point_reads``), when the stores are DuckDB's."""
+    events = memory.stores.events
+    if isinstance(events, DuckDBEventIndex):
+        return points_of(events).provenance(memory.stores, memory.tenant, event_id)
+    return provenance(memory.stores, memory.tenant, event_id)

@@ -1,0 +1,93 @@
+"""What one read costs the service: its CPU from ``/proc/<pid>/stat``, idle background out.
+
+The service is one process (``memstack serve``: the worker, the HTTP API, the encoder's
+threads), so its ``utime + stime`` over many sequential keep-alive reads, less what it burns
+idle over the same time (measured just before, over :data:`IDLE_S`), divided by the reads, is
+the CPU one read takes from the cores the writer needs, HTTP included.
+
+A search embeds its text first. ``search_cpu_ms`` leaves that out: every search of the run asks
+a text never asked before (the service's encoder caches texts), and the same texts are embedded
+here, in this process, by the same encoder (``MEMSTACK_ENCODER``, its default threads), one at
+a time as the service does; their CPU per text (``search_encoding_cpu_ms``) is subtracted from
+the service's CPU per search (``search_cpu_ms_with_encoding``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from memstack.jobs.bench.service.load import FACT_SUBJECTS, facts_of, search
+
+IDLE_S = 2.0
+"""How long the service's idle background is measured before each cost phase."""
+
+
+def cpu_s(pid: int) -> float:
+    """The process's CPU seconds so far (user + system, every thread)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Service CPU per read (ms, idle out) and the reads' wall-clock latency."""
+
+    cpu_ms: float
+    p50_ms: float
+    idle_ms_per_s: float
+
+
+def measure(pid: int, reads: int, read: Callable[[int], httpx.Response]) -> Cost:
+    """``reads`` sequential calls of ``read(i)``; each must answer 200."""
+    before = cpu_s(pid)
+    time.sleep(IDLE_S)
+    idle = (cpu_s(pid) - before) / IDLE_S
+    latencies = []
+    started, before = time.perf_counter(), cpu_s(pid)
+    for i in range(reads):
+        t = time.perf_counter()
+        read(i).raise_for_status()
+        latencies.append((time.perf_counter() - t) * 1000)
+    elapsed, used = time.perf_counter() - started, cpu_s(pid) - before
+    return Cost(1000 * max(0.0, used - idle * elapsed) / reads, statistics.median(latencies),
+                1000 * idle)
+
+
+def facts_cost(client: httpx.Client, pid: int, reads: int) -> Cost:
+    """A subject's current facts, the subjects in turn (each read once before)."""
+    for i in range(FACT_SUBJECTS):
+        facts_of(client, i).raise_for_status()
+    return measure(pid, reads, lambda i: facts_of(client, i))
+
+
+def search_texts(n: int, tag: str) -> list[str]:
+    """``n`` query texts never asked before in this run (``tag`` tells runs apart)."""
+    return [f"what did the user say about step {i % 17} of the deploy ({tag} {i})?"
+            for i in range(n)]
+
+
+def encoding_cpu_ms(texts: list[str]) -> float:
+    """CPU per text of embedding ``texts`` one at a time here, with the service's encoder."""
+    from memstack.pipelines.embedding import make_encoder
+
+    encoder = make_encoder().load()
+    encoder.encode(["warm the model up"])
+    before = time.process_time()
+    for text in texts:
+        encoder.encode([text])
+    return 1000 * (time.process_time() - before) / len(texts)
+
+
+def search_cost(client: httpx.Client, pid: int, reads: int) -> tuple[Cost, float]:
+    """Hybrid searches of new texts: their cost, and the encoding's CPU per text."""
+    search(client, "warm the search path up").raise_for_status()
+    texts = search_texts(reads, "cost")
+    cost = measure(pid, reads, lambda i: search(client, texts[i]))
+    return cost, encoding_cpu_ms(texts)
