@@ -64,6 +64,9 @@ MAX_SUBJECTS = 50_000
 MAX_PROVENANCES = 20_000
 """Provenances held at most per event index."""
 
+OWNER_FLOOR = 4096
+"""The owner map (ids -> subject) is not rebuilt below twice this many ids."""
+
 Key = tuple[str, str]
 """``(tenant, subject)`` of a subject, ``(tenant, event_id)`` of a provenance."""
 _PROVENANCE_JSON = TypeAdapter(Provenance)
@@ -92,6 +95,11 @@ class FactPoints:
         """Per subject, the number of the last change that touched it."""
         self._floor = 0
         """A load that began before this change may not install (everything was dropped)."""
+        self._owner: dict[str, Key] = {}
+        """Version and entry ids of the subjects held (and of some held before) -> their
+        subject, for deletes by id; an id's subject never changes, so an entry outlives its
+        subject harmlessly until the map is rebuilt."""
+        self._owner_rebuilt = OWNER_FLOOR
         self._lock = threading.Lock()
         self._max = max_subjects
         self._max_lineage = max_provenances
@@ -157,7 +165,7 @@ class FactPoints:
                 self._touched[key] = self._seq
                 held = self._held.get(key)
                 if held is not None:
-                    self._held[key] = applied(held, changes)
+                    self._held[key] = self._noted(key, applied(held, changes))
             if touched and self._lineage:
                 for key, lineage in list(self._lineage.items()):
                     if not lineage.subjects.isdisjoint(touched):
@@ -169,6 +177,8 @@ class FactPoints:
     def _drop_all(self, *, keep_subjects: bool = False) -> None:
         if not keep_subjects:
             self._held.clear()
+            self._owner.clear()
+            self._owner_rebuilt = OWNER_FLOOR
         self._lineage.clear()
         self._touched.clear()
         self._floor = self._seq
@@ -176,8 +186,7 @@ class FactPoints:
     def _touched_by(self, mutations: Sequence[Mutation]) -> tuple[dict[Key, list[Mutation]],
                                                                    bool]:
         """The batch's fact mutations per subject, and whether a delete names a row whose
-        subject is not held."""
-        owners: dict[str, Key] | None = None
+        subject the owner map does not know."""
         touched: dict[Key, list[Mutation]] = {}
         unknown = False
         for m in mutations:
@@ -186,9 +195,8 @@ class FactPoints:
             elif isinstance(m, PutFactEntry):
                 key = (m.entry.tenant, m.entry.subject)
             elif isinstance(m, DeleteFactVersion | DeleteFactEntry):
-                owners = self._owners() if owners is None else owners
-                key = owners.get(m.version_id if isinstance(m, DeleteFactVersion)
-                                 else m.event_id)
+                key = self._owner.get(m.version_id if isinstance(m, DeleteFactVersion)
+                                      else m.event_id)
                 unknown = unknown or key is None
             else:
                 continue  # records and memory rows are not facts
@@ -196,15 +204,18 @@ class FactPoints:
                 touched.setdefault(key, []).append(m)
         return touched, unknown
 
-    def _owners(self) -> dict[str, Key]:
-        """Version and entry ids of the held subjects -> their subject (for deletes by id)."""
-        out: dict[str, Key] = {}
-        for key, subject in self._held.items():
-            for h in subject.versions:
-                out[h.version.version_id] = key
-            for event_id in subject.positions or ():
-                out[event_id] = key
-        return out
+    def _noted(self, key: Key, subject: Subject) -> Subject:
+        """``subject``, its ids noted in the owner map, under the lock. The map is rebuilt
+        from the subjects held whenever it has doubled since the last rebuild (ids of deleted
+        versions and evicted subjects accumulate), so its upkeep is O(1) amortised."""
+        _note(self._owner, key, subject)
+        if len(self._owner) > 2 * self._owner_rebuilt:
+            self._owner.clear()
+            for held_key, held in self._held.items():
+                _note(self._owner, held_key, held)
+            _note(self._owner, key, subject)
+            self._owner_rebuilt = max(OWNER_FLOOR, len(self._owner))
+        return subject
 
     # -- loading -------------------------------------------------------------------------
 
@@ -228,9 +239,16 @@ class FactPoints:
         loaded = Subject.of(rows, ids, positions)
         with self._lock:
             if self._fresh([key], seen):
-                self._held[key] = loaded
+                self._held[key] = self._noted(key, loaded)
                 _bound(self._held, self._max)
         return loaded
+
+
+def _note(owner: dict[str, Key], key: Key, subject: Subject) -> None:
+    for h in subject.versions:
+        owner[h.version.version_id] = key
+    for event_id in subject.positions or ():
+        owner[event_id] = key
 
 
 def _bound(held: dict[Key, T], most: int) -> None:

@@ -16,7 +16,7 @@ import pytest
 from memstack.foundation.log_coordinates import LogCut
 from memstack.operators.log import LoggedEvent
 from memstack.operators.memory import MemoryOperator
-from memstack.operators.mutations import FactVersion
+from memstack.operators.mutations import DeleteFactVersion, FactVersion
 from memstack.pipelines.forgetting.duckdb_store import DuckDBForgetStore
 from memstack.pipelines.stores import duckdb_asof
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
@@ -201,3 +201,24 @@ def test_other_writes_drop_everything_held(index: DuckDBEventIndex) -> None:
     with index.exclusive("checkpoint"):
         pass
     assert points.held("acme", "ana") is None
+
+
+def test_a_delete_by_id_reaches_the_held_subject_that_owns_the_id(
+        index: DuckDBEventIndex) -> None:
+    """A committed delete names a version by id only: the owner map (kept as subjects are
+    loaded and changed) finds its subject, and only that subject changes."""
+    events = history(seed=5, n=40)
+    _apply(index, MemoryOperator(), events)
+    points = FactPoints()
+    _same(index, points, events)  # every subject held
+    ana, bob = points.held("acme", "ana"), points.held("acme", "bob")
+    assert ana is not None and bob is not None and ana.versions
+    gone = ana.versions[0].version.version_id
+    points.changed([DeleteFactVersion(gone)])
+    after = points.held("acme", "ana")
+    assert after is not None
+    assert gone not in {h.version.version_id for h in after.versions}
+    assert len(after.versions) == len(ana.versions) - 1
+    assert points.held("acme", "bob") is bob  # untouched: the same snapshot
+    points.changed([DeleteFactVersion("no-such-version")])  # unknown: nothing held changes
+    assert points.held("acme", "ana") is after and points.held("acme", "bob") is bob
