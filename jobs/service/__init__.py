@@ -37,6 +37,7 @@ from memstack.jobs.run import (
     open_projector,
 )
 from memstack.jobs.service.file import service_file
+from memstack.jobs.service.listen import KEEP_ALIVE_S, bound_socket
 from memstack.jobs.service.switch import attach_switcher
 
 if TYPE_CHECKING:
@@ -261,7 +262,8 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
         metrics = _observed(app, live, path.feed, options)
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
                                         log_level="warning", lifespan="off", log_config=None,
-                                        timeout_graceful_shutdown=10))  # logs: the root's
+                                        timeout_graceful_shutdown=10,  # logs: the root's
+                                        timeout_keep_alive=KEEP_ALIVE_S))
         live.app.service(_http_service(server, _announce(settings, directory,
                                                          base.encoder.name, service.health),
                                        [sock], service.watch.drain))
@@ -277,28 +279,6 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
     log.info("service stopped (exit %d): %d events applied", code,
              live.processor.stats.applied)
     return code
-
-
-@contextmanager
-def bound_socket(host: str, port: int) -> Iterator[socket.socket]:
-    """A socket listening on ``host:port`` (uvicorn serves it once the worker is ready;
-    connections wait in the backlog until then), closed on leaving; :class:`PortTakenError`
-    when the port is taken. Listening at once holds the port: two sockets with SO_REUSEADDR
-    may both be bound to one port until one listens."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio: NODELAY
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise PortTakenError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); stop "
-                             "what holds it, or pass another --port (0: any free one)") from exc
-    try:
-        yield sock
-    finally:
-        sock.close()
 
 
 def exit_after(code: int, grace_s: float = 5.0) -> None:
@@ -390,10 +370,6 @@ def spawn_service(settings: Settings, log_path: Path, *extra: str,
     child.kill()
     raise ServiceStartError(f"memstack serve did not announce itself in {timeout_s:.0f} s:\n"
                             + log_path.read_text(errors="replace")[-3000:])
-
-
-class PortTakenError(MemstackError):
-    """The service's port is taken; free it or pass another ``--port``."""
 
 
 class ServiceStartError(MemstackError):
