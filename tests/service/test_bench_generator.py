@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from memstack.jobs.bench.service import TENANT, _event
+from memstack.jobs.bench.service.load import TENANT, bench_event
 from memstack.schemas.events import EventKind, validate_event
 
 
 def test_bench_events_are_valid_and_mixed() -> None:
-    events = [validate_event(_event(i, f"text {i}")) for i in range(32)]
+    events = [validate_event(bench_event(i, f"text {i}")) for i in range(32)]
     assert {e.tenant for e in events} == {TENANT}
     assert [e.kind for e in events].count(EventKind.FACT_ASSERTED) == 4
     assert len({e.event_id for e in events}) == 32
@@ -16,7 +16,7 @@ def test_bench_events_are_valid_and_mixed() -> None:
 
 
 def test_bench_texts_are_distinct_and_short() -> None:
-    from memstack.jobs.bench.service import texts
+    from memstack.jobs.bench.service.load import texts
 
     sample = texts(500)
     assert len(set(sample)) == 500

@@ -50,7 +50,7 @@ from memstack.jobs.bench.service.load import (
     KEY,
     TENANT,
     Readers,
-    _event,
+    bench_event,
     facts_of,
     ingest,
     readers_alone,
@@ -60,8 +60,6 @@ from memstack.jobs.bench.service.load import (
 )
 from memstack.jobs.bench.service.open_loop import OpenLoad, Stream
 from memstack.jobs.measure import Report, Result
-
-__all__ = ["TENANT", "_event", "run", "texts"]
 
 FACTS_RATE = 200.0
 SEARCH_RATE = 20.0
@@ -95,12 +93,12 @@ def _measure(settings: Settings, burst: int, paced: int, reads: int, report: Rep
 def _phases(client: httpx.Client, pid: int, burst: int, paced: int, reads: int,
             report: Report) -> Result:
     sample = texts(6 * burst + paced + WARM)
-    ingest(client, [_event(i, sample[i]) for i in range(WARM)])  # Lance, indexes, the model
+    ingest(client, [bench_event(i, sample[i]) for i in range(WARM)])  # Lance, indexes, the model
     report("warmed up with %d events", WARM)
 
     def events(phase: int) -> list[dict[str, Any]]:
         offset = WARM + phase * burst
-        return [_event(offset + i, sample[offset + i]) for i in range(burst)]
+        return [bench_event(offset + i, sample[offset + i]) for i in range(burst)]
 
     figures = _costs(client, pid, reads, report)
     figures["facts_p50_ms_idle"], figures["search_p50_ms_idle"] = readers_alone(client, 3.0)
@@ -151,10 +149,10 @@ def _open_loop(client: httpx.Client, burst: list[dict[str, Any]], report: Report
                searches: bool = True) -> dict[str, float]:
     """A burst under the offered load (without ``searches``: the facts reads alone, whose
     figures end in ``_facts_only``)."""
-    queries = cost.search_texts(100_000, "open")
     facts = Stream(FACTS_RATE, lambda i: facts_of(client, i))
     streams = [facts]
     if searches:
+        queries = cost.search_texts(100_000, "open")
         streams.append(Stream(SEARCH_RATE, lambda i: search(client, queries[i])))
     with OpenLoad(*streams):
         rate, _ = ingest(client, burst)

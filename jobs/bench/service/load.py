@@ -32,7 +32,7 @@ def texts(n: int) -> list[str]:
             f"session {i % 5}." for i in range(n)]
 
 
-def _event(i: int, text: str) -> dict[str, Any]:
+def bench_event(i: int, text: str) -> dict[str, Any]:
     base = {"event_id": str(uuid7()), "tenant": TENANT, "agent": "bench",
             "session": f"s{i % 16}", "occurred_at": "2026-11-30T12:00:00Z",
             "provenance": {"source": "bench", "authority": "agent"}}
@@ -109,7 +109,7 @@ def write_to_read(client: httpx.Client, sample: list[str], rate: float) -> list[
     """Seconds from each single-event POST to a read ``after=`` it that returns it."""
 
     def one(i: int) -> float:
-        event = _event(2 * i, sample[i])  # even: a message
+        event = bench_event(2 * i, sample[i])  # even: a message
         started = time.perf_counter()
         r = client.post(f"/v1/tenants/{TENANT}/events", json={"events": [event]})
         r.raise_for_status()
