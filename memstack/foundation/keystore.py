@@ -69,6 +69,9 @@ class KeyStore(Protocol):
     def key_ids(self, tenant: str | None = None) -> list[str]: ...
 
 
+POINTERS = "scopes"
+"""The folder (per tenant) of scope pointers: each names its scope's newest live key."""
+
 RETIRED = ".retired"
 """The suffix of a retired key's file (renamed from ``.key``: readable, never sealing)."""
 
@@ -84,6 +87,9 @@ class FileKeyStore:
         self._live: dict[KeyScope, tuple[str, bytes]] = {}
         self._live_files: dict[str, str] = {}
         """key id -> its live file's path, as text (``current`` checks it on every call)."""
+        self._opened: dict[str, tuple[str, str, bytes]] = {}
+        """key id -> (live file, retired file, key) of keys ``get`` read (it checks that one of
+        the files still exists on every call)."""
 
     def current(self, scope: KeyScope) -> tuple[str, bytes]:
         with self._lock:
@@ -92,15 +98,28 @@ class FileKeyStore:
             # forget`, the service's forget route) may have retired the key meanwhile.
             if cached is not None and os.path.exists(self._live_file(cached[0], scope.tenant)):
                 return cached
-            for key_id, found_scope, key in self._scan(scope.tenant):
-                if found_scope == scope:
-                    self._live[scope] = (key_id, key)
-                    return key_id, key
-            created = self._create(scope)
-            self._live[scope] = created
-            return created
+            found = self._pointed(scope)
+            if found is None:
+                found = self._create(scope)
+            self._live[scope] = found
+            return found
 
     def get(self, key_id: str) -> bytes | None:
+        # A key read before is answered from memory while its file (live or retired) exists:
+        # one stat per sealed record instead of reading and decoding the file. A destroyed
+        # key's files are gone, so it is never answered from here.
+        opened = self._opened.get(key_id)
+        if opened is not None and (os.path.exists(opened[0]) or os.path.exists(opened[1])):
+            return opened[2]
+        key = self._read(key_id)
+        if key is not None:
+            if len(self._opened) > 100_000:  # bounded: many scopes over a long run
+                self._opened.clear()
+            path = self._path(key_id, key_id.split("/", 1)[0])
+            self._opened[key_id] = (str(path), str(path.with_suffix(RETIRED)), key)
+        return key
+
+    def _read(self, key_id: str) -> bytes | None:
         tenant = key_id.split("/", 1)[0]
         path = self._path(key_id, tenant)
         try:
@@ -132,6 +151,7 @@ class FileKeyStore:
                     path = self._path(key_id, tenant)
                     _shred(path)
                     _shred(path.with_suffix(RETIRED))
+                    _shred(self._pointer(scope))  # it names the key, and so the scope
                     destroyed.append(key_id)
             self._live = {s: v for s, v in self._live.items() if v[0] not in destroyed}
         return destroyed
@@ -168,7 +188,45 @@ class FileKeyStore:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(body))
         os.replace(tmp, path)
+        pointer = self._pointer(scope)
+        pointer.parent.mkdir(exist_ok=True)
+        tmp = pointer.with_suffix(".tmp")
+        tmp.write_text(key_id)
+        os.replace(tmp, pointer)  # after the key: a pointer never names a missing key
         return key_id, key
+
+    def _pointed(self, scope: KeyScope) -> tuple[str, bytes] | None:
+        """The live key the scope's pointer names, None when there is none (no pointer yet,
+        or its key was retired or destroyed): one small read, never a scan of the tenant's
+        keys, so that sealing for a new session costs the same with 10 or 100,000 keys.
+
+        Two processes that both find no pointer each create a key and the last pointer
+        wins; the other key stays live and readable, and ``retire`` and ``destroy`` find
+        every key of a scope by scanning, so a scope with two live keys is still forgotten
+        whole. Key folders made before pointers existed are read the same way: their scopes
+        get one fresh key each on first use."""
+        try:
+            key_id = self._pointer(scope).read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise KeyStoreError(f"unreadable key pointer {self._pointer(scope)}: {exc}") from exc
+        try:
+            raw = self._path(key_id, scope.tenant).read_bytes()
+            data = json.loads(raw)
+        except (FileNotFoundError, ValueError):
+            return None  # retired, destroyed, or being shredded right now
+        except OSError as exc:
+            raise KeyStoreError(f"unreadable key file for {key_id}: {exc}") from exc
+        found = KeyScope(data["tenant"], data["session"], data["subject"])
+        if found != scope:
+            return None
+        return key_id, base64.b64decode(data["key"])
+
+    def _pointer(self, scope: KeyScope) -> Path:
+        """The file naming ``scope``'s newest live key id (``<tenant>/scopes/<scope hash>``)."""
+        name = json.dumps([scope.tenant, scope.session, scope.subject])
+        return self.root / _h(scope.tenant) / POINTERS / _h(name)
 
     def _scan(self, tenant: str, *, hashed: bool = False,
               retired: bool = False) -> Iterator[tuple[str, KeyScope, bytes]]:
