@@ -13,6 +13,7 @@ and the timers; :func:`run_worker` runs it until SIGINT/SIGTERM or until caught 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -230,7 +231,8 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
     if state is None:
         log.info("no commit path given: session state is off for this worker")
     live = LiveApp(settings, config, app,
-                   LiveProcessor(projector, send_dead_letters, seek, probe))
+                   LiveProcessor(projector, send_dead_letters, seek, probe,
+                                 embed=stateful.vectors if stateful is not None else None))
     live.session_state = state
     _declare_agent(live, events)
     if forgetting is not None:
@@ -259,20 +261,26 @@ def _declare_agent(live: LiveApp, events: faust.TopicT) -> None:
     async def project(stream: StreamT[bytes]) -> None:
         # take_events is faust-streaming's (StreamT's stub lacks it): events keep their message.
         batches = stream.take_events(cfg.batch_max, within=cfg.within_s)  # type: ignore[attr-defined]
-        async for batch in batches:
-            records = [record_of(event.message) for event in _events(batch)]
-            try:
-                plan = await live.processor.process(records)
-            except Exception as exc:
-                live.failure = exc
-                log.exception("projecting a batch of %d records failed; stopping the worker "
-                              "(the stores keep their last committed batch)", len(records))
-                live.request_stop("a batch failed", failed=True)
-                raise
-            if plan is not None:
-                for hook in live.on_committed:
-                    hook(plan)
+        try:
+            async for batch in batches:
+                records = [record_of(event.message) for event in _events(batch)]
+                await live.processor.process(records)  # a failure stops the worker: failed()
+        finally:  # stopping: the batch in flight commits first (a failure was reported)
+            with contextlib.suppress(Exception):
+                await live.processor.drain()
 
+    def committed(plan: Plan) -> None:
+        for hook in live.on_committed:
+            hook(plan)
+
+    def failed(exc: BaseException) -> None:
+        live.failure = exc
+        log.error("projecting a batch failed; stopping the worker (the stores keep their last "
+                  "committed batch)", exc_info=exc)
+        live.request_stop("a batch failed", failed=True)
+
+    live.processor.committed.append(committed)
+    live.processor.on_failure.append(failed)
     live.app.agent(events, name=AGENT_NAME, concurrency=1)(project)
 
 

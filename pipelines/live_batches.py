@@ -107,43 +107,85 @@ class LiveStats:
     started: float = field(default_factory=time.monotonic)
 
 
+Embed = Callable[[Plan], Plan]
+"""The commit path's vectors step (:meth:`CommitPath.vectors`): ``plan`` carrying a vector for
+every text it embeds. Thread-safe; the processor runs it on its own encode thread."""
+
+
 class LiveProcessor:
-    """Applies batches of records through a :class:`Projector`, exactly once in effect."""
+    """Applies batches of records through a :class:`Projector`, exactly once in effect.
+
+    **Two batches in flight.** Each batch runs as a chain: prepare (store thread), dead
+    letters, encode (``embed`` on the encode thread), then write (store thread: the
+    projector's ``commit``, whose vectors step finds every text already encoded), after the
+    previous batch's write. :meth:`process` returns once the batch is prepared and the batch
+    before it committed, so Faust delivers the next batch while this one encodes: the encoder
+    works while the store thread writes the previous batch and prepares the next one.
+    Prepare may run ahead of the previous batch's write: the operator state runs ahead of the
+    stores by design, and a failed write drops it and stops the worker (later chains never
+    write). Without ``embed`` the write encodes, and nothing overlaps.
+    """
 
     def __init__(self, projector: Projector, send_dead_letters: SendDeadLetters, seek: Seek,
-                 probe: Probe) -> None:
+                 probe: Probe, *, embed: Embed | None = None) -> None:
         self._projector = projector
         self._send = send_dead_letters
         self._seek = seek
         self._probe = probe
+        self._embed = embed
         # One thread owns the projector (DuckDB connections are not shared across threads);
-        # another runs blocking broker look-ups so they never wait behind a batch.
+        # one encodes (the model releases the GIL); one runs blocking broker look-ups so they
+        # never wait behind a batch.
         self._store_thread = ThreadPoolExecutor(1, thread_name_prefix="memstack-store")
+        self._encode_thread = ThreadPoolExecutor(1, thread_name_prefix="memstack-encode")
         self._io_thread = ThreadPoolExecutor(1, thread_name_prefix="memstack-probe")
         self._next: dict[int, int] = {}
+        """Per partition, the next offset after the last *committed* batch."""
+        self._expected: dict[int, int] = {}
+        """Per partition, the next offset after the last *prepared* batch (continuity)."""
         self._probed: dict[int, tuple[int, int]] = {}
         self._sought_ahead: dict[int, int] = {}
-        self._between = asyncio.Lock()
-        """Held from a batch's prepare to its commit; :meth:`on_store` waits for it."""
+        self._gate = asyncio.Lock()
+        """Held while a batch starts (until it is prepared) and by :meth:`on_store` while it
+        drains the batches in flight and runs: no store work between a prepare and its write."""
+        self._last: asyncio.Future[None] | None = None
+        """The chain of the newest batch (it awaits the ones before it)."""
+        self.failure: BaseException | None = None
+        """The first batch that failed: nothing after it is written; the worker must stop."""
         self.stats = LiveStats()
         self.observers: list[Callable[[Plan, BatchTimes], None]] = []
         """Called on the loop after each committed batch with its timings (metrics)."""
+        self.committed: list[Callable[[Plan], None]] = []
+        """Called on the loop after each committed batch (the worker's hooks)."""
+        self.on_failure: list[Callable[[BaseException], None]] = []
+        """Called on the loop when a batch fails (the worker stops)."""
 
     async def _on_store(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._store_thread, fn, *args)
 
     async def on_store(self, fn: Callable[..., T], *args: object) -> T:
         """Run ``fn`` on the thread that owns the stores, between batches (e.g. a forget):
-        never between a batch's prepare and its commit, whose plan was made on the stores and
-        the forget ledger as they were (a forget there would let the commit write back what
-        it just erased)."""
-        async with self._between:
+        after every batch in flight has committed and before the next is prepared, never
+        between a batch's prepare and its write (whose plan was made on the stores and the
+        forget ledger as they were: a forget there would let the write put back what it just
+        erased). Raises the failure of a batch in flight."""
+        async with self._gate:
+            await self.drain()
             return await self._on_store(fn, *args)
+
+    async def drain(self) -> None:
+        """Wait until every batch in flight has committed; raise the first failure."""
+        if self._last is not None:
+            await asyncio.shield(self._last)
+        if self.failure is not None:
+            raise self.failure
 
     async def load_offsets(self) -> dict[int, int]:
         """Read the applied offsets from the stores (the truth) into the processor."""
+        await self.drain()
         applied = await self._on_store(self._projector.applied_offsets)
         self._next = dict(applied)
+        self._expected = dict(applied)
         self._probed.clear()
         self._sought_ahead.clear()
         return dict(applied)
@@ -160,34 +202,69 @@ class LiveProcessor:
         log.info("assigned partitions %s; resuming at stored offsets %s", sorted(partitions),
                  {p: applied.get(p, 0) for p in sorted(partitions)})
 
-    async def process(self, records: Sequence[LogRecord]) -> Plan | None:
-        """Apply one batch; return the committed plan (None when nothing was left to apply)."""
+    async def process(self, records: Sequence[LogRecord]) -> None:
+        """Start applying one batch; return once it is prepared and the batch before it has
+        committed (:meth:`drain` waits for the rest). Raises the failure of an earlier batch."""
+        if self.failure is not None:
+            raise self.failure
         self.stats.records += len(records)
         kept = await self._continuous(records)
         if not kept:
-            return None
+            return
         delay = injected_batch_delay()
         if delay:  # a slow consumer, injected by the fault suite (pipelines/fault_hooks.py)
             await asyncio.sleep(delay)
-        async with self._between:
+        async with self._gate:
             started = time.perf_counter()
             plan = await self._on_store(self._projector.prepare, kept)
+            for partition, next_ in plan.next_offsets.items():
+                raise_to(self._expected, partition, next_)
+            before, prepared = self._last, time.perf_counter() - started
+            self._last = asyncio.ensure_future(self._finish(plan, prepared, before))
+        if before is not None:
+            await asyncio.wait([before])
+        if self.failure is not None:
+            raise self.failure
+
+    async def _finish(self, plan: Plan, prepare_s: float,
+                      before: asyncio.Future[None] | None) -> None:
+        """The rest of a batch's chain: dead letters, encode, the previous batch, write."""
+        try:
             if plan.dead_letters:
                 await self._send(plan.dead_letters)
                 for letter in plan.dead_letters:
                     log.warning("dead letter %s:%d@%d: %s (%s)", letter.source_topic,
                                 letter.partition, letter.offset, letter.reason, letter.field)
-            committing = time.perf_counter()
+            started = time.perf_counter()
+            if self._embed is not None:
+                plan = await asyncio.get_running_loop().run_in_executor(
+                    self._encode_thread, self._embed, plan)
+            encode_s = time.perf_counter() - started
+            if before is not None:
+                await before
+            if self.failure is not None:
+                return  # an earlier batch failed: its successors never write
+            writing = time.perf_counter()
             await self._on_store(self._projector.commit, plan)
-            times = BatchTimes(committing - started, time.perf_counter() - committing)
-            for partition, next_ in plan.next_offsets.items():
-                raise_to(self._next, partition, next_)
-        for observe in self.observers:
-            observe(plan, times)
+            times = BatchTimes(prepare_s, encode_s + time.perf_counter() - writing)
+        except asyncio.CancelledError as exc:  # the loop is shutting down: not a failure
+            self.failure = self.failure or exc  # but nothing after this batch may write
+            raise
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+                for report in self.on_failure:
+                    report(exc)
+            return
+        for partition, next_ in plan.next_offsets.items():
+            raise_to(self._next, partition, next_)
         self.stats.applied += len(plan.events)
         self.stats.dead_letters += len(plan.dead_letters)
         self.stats.batches += 1
-        return plan
+        for observe in self.observers:
+            observe(plan, times)
+        for committed in self.committed:
+            committed(plan)
 
     async def _continuous(self, records: Sequence[LogRecord]) -> list[LogRecord]:
         by_partition: dict[int, list[LogRecord]] = {}
@@ -201,7 +278,7 @@ class LiveProcessor:
 
     async def _continuous_run(self, partition: int, recs: list[LogRecord]) -> list[LogRecord]:
         """The records of one partition up to the first gap that the log does not confirm."""
-        expected = self._next.get(partition, 0)
+        expected = self._expected.get(partition, 0)
         await self._maybe_seek_ahead(partition, recs[-1].position.offset, expected)
         kept: list[LogRecord] = []
         for record in recs:
@@ -239,9 +316,11 @@ class LiveProcessor:
             await self._seek(partition, expected)
 
     def close(self) -> None:
-        """Close the projector on its own thread, then stop the helper threads."""
+        """Close the projector on its own thread, then stop the helper threads (a write in
+        flight on the store thread finishes first)."""
         try:
             self._store_thread.submit(self._projector.close).result()
         finally:
             self._store_thread.shutdown(wait=True)
+            self._encode_thread.shutdown(wait=False, cancel_futures=True)
             self._io_thread.shutdown(wait=False, cancel_futures=True)

@@ -6,9 +6,11 @@ Uses an in-memory projector double (pure logic, no stores, no broker).
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from memstack.operators.log import LogPosition
@@ -32,6 +34,8 @@ class DoubleProjector:
         self.applied = dict(applied or {})
         self.rows: list[tuple[int, int]] = []
         self.calls: list[str] = []
+        self._pending: list[list[tuple[int, int]]] = []
+        """Rows per prepared plan (a batch may be prepared before the previous one commits)."""
 
     def applied_offsets(self) -> dict[int, int]:
         return dict(self.applied)
@@ -47,13 +51,13 @@ class DoubleProjector:
         for r in fresh:
             nxt[r.position.partition] = r.position.offset + 1
         plan = Plan([], [], dead, nxt)
-        self._pending = [(r.position.partition, r.position.offset) for r in fresh
-                         if (r.value or b"").startswith(b"{")]
+        self._pending.append([(r.position.partition, r.position.offset)
+                              for r in fresh if (r.value or b"").startswith(b"{")])
         return plan
 
     def commit(self, plan: Plan) -> None:
         self.calls.append("commit")
-        self.rows.extend(self._pending)
+        self.rows.extend(self._pending.pop(0))  # commits come in prepare order
         self.applied.update(plan.next_offsets)
 
     def close(self) -> None:
@@ -86,6 +90,7 @@ class Harness:
             await self.processor.load_offsets()
             for batch in batches:
                 await self.processor.process(batch)
+            await self.processor.drain()
         asyncio.run(go())
 
 
@@ -196,3 +201,97 @@ def test_a_forget_waits_for_the_batch_between_its_prepare_and_commit() -> None:
 
     asyncio.run(go())
     assert h.projector.calls == ["prepare", "send", "commit", "forget"]
+
+
+class EmbeddingProjector(DoubleProjector):
+    """Logs when each batch's encode and write start and end (threads named)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[str] = []
+        self.release_first_encode = threading.Event()
+
+    def prepare(self, records: list[LogRecord]) -> Plan:
+        plan = super().prepare(records)
+        self.log.append(f"prepare {records[0].position.offset}")
+        return Plan(plan.events, plan.mutations, plan.dead_letters, plan.next_offsets,
+                    vectors={str(records[0].position.offset): np.zeros(2, np.float32)})
+
+    def embed(self, plan: Plan) -> Plan:
+        first = next(iter(plan.vectors))
+        self.log.append(f"encode {first}")
+        if first == "0":
+            assert self.release_first_encode.wait(5)
+        return plan
+
+    def commit(self, plan: Plan) -> None:
+        self.log.append(f"write {next(iter(plan.vectors))}")
+        super().commit(plan)
+
+
+def test_the_next_batch_is_prepared_while_the_previous_one_encodes() -> None:
+    """Two batches in flight: batch 1 is prepared (and its encode queued) while batch 0 still
+    encodes; writes stay in log order, each after its own encode."""
+    projector = EmbeddingProjector()
+    committed: list[dict[int, int]] = []
+
+    async def send(letters: list[DeadLetter]) -> None:
+        return None
+
+    async def seek(partition: int, offset: int) -> None:
+        return None
+
+    processor = LiveProcessor(projector, send, seek, lambda p, o: None, embed=projector.embed)
+    processor.committed.append(lambda plan: committed.append(plan.next_offsets))
+
+    async def go() -> None:
+        await processor.load_offsets()
+        await processor.process([rec(0, 0)])  # returns once prepared: batch 0 encodes
+        second = asyncio.ensure_future(processor.process([rec(0, 1)]))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if "prepare 1" in projector.log:
+                break
+        assert projector.log == ["prepare 0", "encode 0", "prepare 1"]
+        assert processor.applied_offsets() == {} and committed == []
+        assert not second.done()  # it returns once batch 0 has committed
+        projector.release_first_encode.set()
+        await second
+        await processor.drain()
+
+    asyncio.run(go())
+    processor.close()
+    assert projector.log in (["prepare 0", "encode 0", "prepare 1", "write 0", "encode 1",
+                              "write 1"],
+                             ["prepare 0", "encode 0", "prepare 1", "encode 1", "write 0",
+                              "write 1"])
+    assert committed == [{0: 1}, {0: 2}]
+    assert processor.applied_offsets() == {0: 2}
+
+
+def test_after_a_failed_write_no_later_batch_writes_and_the_failure_is_reported() -> None:
+    h = Harness()
+    failures: list[BaseException] = []
+    h.processor.on_failure.append(failures.append)
+    commit = h.projector.commit
+
+    def fail_first(plan: Plan) -> None:
+        if plan.next_offsets == {0: 1}:
+            raise OSError("disk full")
+        commit(plan)
+
+    h.projector.commit = fail_first  # type: ignore[method-assign]
+
+    async def go() -> None:
+        await h.processor.load_offsets()
+        await h.processor.process([rec(0, 0)])
+        with pytest.raises(OSError):
+            await h.processor.process([rec(0, 1)])
+            await h.processor.drain()
+        with pytest.raises(OSError):
+            await h.processor.on_store(h.projector.calls.append, "forget")
+
+    asyncio.run(go())
+    assert [type(f) for f in failures] == [OSError]
+    assert h.projector.rows == [] and h.processor.applied_offsets() == {}
+    assert "forget" not in h.projector.calls
