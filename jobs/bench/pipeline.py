@@ -30,6 +30,7 @@ deleted afterwards.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,9 +44,11 @@ from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.bench.broker_env import scratch_deployment
+from memstack.jobs.bench.cpu_share import CpuWindow, RecordingEncoder, non_encoder_share
 from memstack.jobs.bench.workload import mix, texts_of
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.contracts import Plan, Projector
+from memstack.pipelines.embedding import CachingEncoder
 from memstack.pipelines.log_reader import LogRecord
 from memstack.schemas.events import Event, EventKind
 
@@ -190,13 +193,18 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     cached = projector.encoder  # the worker's CachingEncoder
     encoder = getattr(cached, "inner", cached)
     encoder.encode([f"warm-up text {i}: the model's first batches run slower" for i in range(128)])
+    recording = RecordingEncoder(encoder)  # the burst's encode calls, for non_encoder_cpu_share
+    if isinstance(cached, CachingEncoder):
+        cached.swap(recording)
     before = _embed_rates(encoder.encode, work)
     report("embed only: %s events/s (by texts per call)", {k: round(v) for k, v in before.items()})
     live = build_live_app(settings, LiveConfig(within_s=0.1), timed, stateful=projector)
     outcome: dict[str, float] = {}
     maintenance = MaintenanceLog()
+    window = CpuWindow(client_id=f"memstack-bench-emitter-{os.getpid()}")
     driver = threading.Thread(target=_drive, args=(settings, timed, live.request_stop, work,
-                                                   outcome, maintenance, report), daemon=True)
+                                                   outcome, maintenance, report,
+                                                   (window, recording)), daemon=True)
     try:
         with maintenance:
             driver.start()
@@ -206,6 +214,13 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     driver.join(10)
     if "error" in outcome or "p99" not in outcome:
         raise RuntimeError(f"the pipeline phases did not finish: {outcome}")
+    encoder_cpu = recording.replay_cpu_s()
+    worker_cpu = window.process_s - window.client_s
+    share = non_encoder_share(worker_cpu, encoder_cpu)
+    report("CPU over the burst: worker %.1f s (process %.1f s less the emitter's %.1f s), the "
+           "bare encoder on the same %d calls (%d texts) %.1f s: non-encoder share %.3f",
+           worker_cpu, window.process_s, window.client_s, len(recording.calls),
+           recording.texts, encoder_cpu, share)
     after = _embed_rates(encoder.encode, work)
     embed = max((before[k] + after[k]) / 2 for k in before)
     rebuild_rate = _rebuild_rate(settings, report)
@@ -223,7 +238,10 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
                "forget_requests": float(sum(e.kind is EventKind.FORGET_REQUESTED
                                             for e in work.burst + work.paced)),
                "maintenance_burst": outcome["maintenance_burst"],
-               "maintenance_paced": outcome["maintenance_paced"]}
+               "maintenance_paced": outcome["maintenance_paced"],
+               "non_encoder_cpu_share": share, "worker_cpu_s": worker_cpu,
+               "encoder_cpu_s": encoder_cpu, "emitter_cpu_s": window.client_s,
+               "encoded_texts": float(recording.texts)}
     return Result("pipeline", figures, ratio=outcome["pipeline"] / ceiling)
 
 
@@ -245,15 +263,18 @@ def _ids(events: list[Event]) -> list[str]:
 
 
 def _drive(settings: Settings, timed: Timed, stop: Callable[[str], None], work: Workload,
-           outcome: dict[str, float], maintenance: MaintenanceLog, report: Report) -> None:
+           outcome: dict[str, float], maintenance: MaintenanceLog, report: Report,
+           cpu: tuple[CpuWindow, RecordingEncoder]) -> None:
     """Runs beside the Faust worker: warm-up, burst, then paced events; then stops it."""
     from memstack.client import MemoryClient
 
+    window, recording = cpu
     try:
         if not timed.assigned.wait(180):
             raise TimeoutError("the worker was not assigned its partitions within 180 s")
         time.sleep(1.0)
-        with MemoryClient(TENANT, "bench", settings=settings) as client:
+        with MemoryClient(TENANT, "bench", settings=settings,
+                          client_id=window.client_id) as client:
             client.emit_many(work.warm)  # not timed: creates the Lance table and its indexes
             client.flush()
             timed.wait_for(_ids(work.warm), 300)
@@ -261,10 +282,14 @@ def _drive(settings: Settings, timed: Timed, stop: Callable[[str], None], work: 
             started = time.time()
             timed.batches.clear()
             timed.prepare_s.clear()
+            window.start()
+            recording.recording = True
             client.emit_many(work.burst)
             client.flush()
             ids = _ids(work.burst)
             done = timed.wait_for(ids, 1200)
+            recording.recording = False
+            window.stop()
             outcome["pipeline"] = len(work.burst) / (done - started)
             outcome["maintenance_burst"] = float(maintenance.passes
                                                  - passes)
