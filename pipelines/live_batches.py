@@ -115,12 +115,12 @@ every text it embeds. Thread-safe; the processor runs it on its own encode threa
 class LiveProcessor:
     """Applies batches of records through a :class:`Projector`, exactly once in effect.
 
-    **Two batches in flight.** Each batch runs as a chain: prepare (store thread), dead
-    letters, encode (``embed`` on the encode thread), then write (store thread: the
-    projector's ``commit``, whose vectors step finds every text already encoded), after the
-    previous batch's write. :meth:`process` returns once the batch is prepared and the batch
-    before it committed, so Faust delivers the next batch while this one encodes: the encoder
-    works while the store thread writes the previous batch and prepares the next one.
+    **Batches in flight.** Each batch runs as a chain: prepare (store thread), dead letters,
+    encode (``embed`` on the encode thread), then write (store thread: the projector's
+    ``commit``, whose vectors step finds every text already encoded), after the previous
+    batch's write. :meth:`process` returns before the batch is written (see there), so Faust
+    delivers the next batch while this one encodes: the encoder works while the store thread
+    writes the previous batch and prepares the next one.
     Prepare may run ahead of the previous batch's write: the operator state runs ahead of the
     stores by design, and a failed write drops it and stops the worker (later chains never
     write). Without ``embed`` the write encodes, and nothing overlaps.
@@ -150,6 +150,9 @@ class LiveProcessor:
         drains the batches in flight and runs: no store work between a prepare and its write."""
         self._last: asyncio.Future[None] | None = None
         """The chain of the newest batch (it awaits the ones before it)."""
+        self._last_encoded: asyncio.Event | None = None
+        """Set once the newest batch is encoded (or its chain ended early)."""
+        self._in_flight: list[asyncio.Future[None]] = []
         self.failure: BaseException | None = None
         """The first batch that failed: nothing after it is written; the worker must stop."""
         self.stats = LiveStats()
@@ -203,8 +206,11 @@ class LiveProcessor:
                  {p: applied.get(p, 0) for p in sorted(partitions)})
 
     async def process(self, records: Sequence[LogRecord]) -> None:
-        """Start applying one batch; return once it is prepared and the batch before it has
-        committed (:meth:`drain` waits for the rest). Raises the failure of an earlier batch."""
+        """Start applying one batch; return once it is prepared, the batch before it has been
+        encoded and the one before that has committed (:meth:`drain` waits for the rest). So
+        while a batch encodes, the store thread writes the one before it and prepares the one
+        after it, and the encoder finds the next batch queued. Raises the failure of an
+        earlier batch."""
         if self.failure is not None:
             raise self.failure
         self.stats.records += len(records)
@@ -220,26 +226,27 @@ class LiveProcessor:
             for partition, next_ in plan.next_offsets.items():
                 raise_to(self._expected, partition, next_)
             before, prepared = self._last, time.perf_counter() - started
-            self._last = asyncio.ensure_future(self._finish(plan, prepared, before))
-        if before is not None:
-            await asyncio.wait([before])
+            before_encoded, encoded = self._last_encoded, asyncio.Event()
+            self._last = asyncio.ensure_future(self._finish(plan, prepared, before, encoded))
+            self._last_encoded = encoded
+            self._in_flight.append(self._last)
+        if before_encoded is not None:
+            await before_encoded.wait()
+        while len(self._in_flight) > 2:  # bounded, even when encoding takes no time
+            await asyncio.wait([self._in_flight[0]])
+            self._in_flight = [c for c in self._in_flight if not c.done()]
+        self._in_flight = [c for c in self._in_flight if not c.done()]
         if self.failure is not None:
             raise self.failure
 
     async def _finish(self, plan: Plan, prepare_s: float,
-                      before: asyncio.Future[None] | None) -> None:
+                      before: asyncio.Future[None] | None, encoded: asyncio.Event) -> None:
         """The rest of a batch's chain: dead letters, encode, the previous batch, write."""
         try:
-            if plan.dead_letters:
-                await self._send(plan.dead_letters)
-                for letter in plan.dead_letters:
-                    log.warning("dead letter %s:%d@%d: %s (%s)", letter.source_topic,
-                                letter.partition, letter.offset, letter.reason, letter.field)
-            started = time.perf_counter()
-            if self._embed is not None:
-                plan = await asyncio.get_running_loop().run_in_executor(
-                    self._encode_thread, self._embed, plan)
-            encode_s = time.perf_counter() - started
+            try:
+                plan, encode_s = await self._encoded(plan)
+            finally:
+                encoded.set()
             if before is not None:
                 await before
             if self.failure is not None:
@@ -265,6 +272,20 @@ class LiveProcessor:
             observe(plan, times)
         for committed in self.committed:
             committed(plan)
+
+    async def _encoded(self, plan: Plan) -> tuple[Plan, float]:
+        """Dead letters sent (and acknowledged), then ``plan`` with its vectors; the seconds
+        the encoding took."""
+        if plan.dead_letters:
+            await self._send(plan.dead_letters)
+            for letter in plan.dead_letters:
+                log.warning("dead letter %s:%d@%d: %s (%s)", letter.source_topic,
+                            letter.partition, letter.offset, letter.reason, letter.field)
+        started = time.perf_counter()
+        if self._embed is not None:
+            plan = await asyncio.get_running_loop().run_in_executor(
+                self._encode_thread, self._embed, plan)
+        return plan, time.perf_counter() - started
 
     async def _continuous(self, records: Sequence[LogRecord]) -> list[LogRecord]:
         by_partition: dict[int, list[LogRecord]] = {}

@@ -7,12 +7,13 @@
   applied, less the CPU of the threads that emit it (the driver thread and the client's
   producer threads, named by its ``client_id``): in a deployment the agents emit elsewhere;
 - **encoder CPU** is what the bare model spends on exactly the encode calls the worker made
-  during the burst (recorded by :class:`RecordingEncoder`, replayed on a quiet process after
+  during the burst (recorded by :class:`EncoderCalls`, replayed on a quiet process after
   the pipeline phases, same texts, same calls), so contention and waiting are counted as the
   worker's overhead, never as the encoder's.
 
-The broker's CPU is not in either (it is another process); ``bench pipeline`` reports the
-process figures apart so a reader can redo the division.
+The broker's CPU is in neither (it is another process): :func:`listener_pid` finds the process
+listening on the broker's port and ``bench pipeline`` reports its CPU over the burst apart, with
+the other process figures, so a reader can redo the arithmetic of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -47,6 +48,43 @@ def thread_cpu_s(native_id: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime
 
 
+def pid_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (0.0 once it has exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+
+
+def listener_pid(port: int) -> int | None:
+    """The process listening on TCP ``port`` of this machine (None: none, or not ours to see)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                inodes.add(cols[9])
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    return int(proc.name)
+        except OSError:  # exited meanwhile, or another user's
+            continue
+    return None
+
+
 def threads_named(part: str) -> list[int]:
     """Native ids of the live Python threads whose name contains ``part``."""
     return [t.native_id for t in threading.enumerate()
@@ -54,7 +92,7 @@ def threads_named(part: str) -> list[int]:
 
 
 @dataclass
-class RecordingEncoder:
+class EncoderCalls:
     """The bare model, recording the texts of each call while :attr:`recording` is set."""
 
     inner: Encoder
@@ -106,9 +144,11 @@ class CpuWindow:
     """Process CPU and the emitting threads' CPU between :meth:`start` and :meth:`stop`."""
 
     client_id: str
+    broker_pid: int | None = None
     process_s: float = 0.0
     client_s: float = 0.0
-    _started: tuple[float, dict[int, float]] | None = None
+    broker_s: float = 0.0
+    _started: tuple[float, dict[int, float], float] | None = None
 
     def _client_threads(self) -> dict[int, float]:
         ids = threads_named(self.client_id)
@@ -117,13 +157,17 @@ class CpuWindow:
             ids.append(current)  # the driver thread emits
         return {i: thread_cpu_s(i) for i in ids}
 
+    def _broker(self) -> float:
+        return pid_cpu_s(self.broker_pid) if self.broker_pid is not None else 0.0
+
     def start(self) -> None:
-        self._started = (process_cpu_s(), self._client_threads())
+        self._started = (process_cpu_s(), self._client_threads(), self._broker())
 
     def stop(self) -> None:
         assert self._started is not None, "CpuWindow.stop() before start()"
-        process, threads = self._started
+        process, threads, broker = self._started
         self.process_s = process_cpu_s() - process
+        self.broker_s = self._broker() - broker
         now = self._client_threads()
         self.client_s = sum(max(0.0, now.get(i, before) - before)
                             for i, before in threads.items())

@@ -30,6 +30,7 @@ deleted afterwards.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -44,7 +45,12 @@ from memstack.foundation.builders import Defaults, EventBuilder
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.bench.broker_env import scratch_deployment
-from memstack.jobs.bench.cpu_share import CpuWindow, RecordingEncoder, non_encoder_share
+from memstack.jobs.bench.cpu_share import (
+    CpuWindow,
+    EncoderCalls,
+    listener_pid,
+    non_encoder_share,
+)
 from memstack.jobs.bench.workload import mix, texts_of
 from memstack.jobs.measure import Report, Result
 from memstack.pipelines.contracts import Plan, Projector
@@ -193,7 +199,7 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     cached = projector.encoder  # the worker's CachingEncoder
     encoder = getattr(cached, "inner", cached)
     encoder.encode([f"warm-up text {i}: the model's first batches run slower" for i in range(128)])
-    recording = RecordingEncoder(encoder)  # the burst's encode calls, for non_encoder_cpu_share
+    recording = EncoderCalls(encoder)  # the burst's encode calls, for non_encoder_cpu_share
     if isinstance(cached, CachingEncoder):
         cached.swap(recording)
     before = _embed_rates(encoder.encode, work)
@@ -201,7 +207,9 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     live = build_live_app(settings, LiveConfig(within_s=0.1), timed, stateful=projector)
     outcome: dict[str, float] = {}
     maintenance = MaintenanceLog()
-    window = CpuWindow(client_id=f"memstack-bench-emitter-{os.getpid()}")
+    port = int(settings.bootstrap.split(",")[0].rsplit(":", 1)[1])
+    window = CpuWindow(client_id=f"memstack-bench-emitter-{os.getpid()}",
+                       broker_pid=listener_pid(port))
     driver = threading.Thread(target=_drive, args=(settings, timed, live.request_stop, work,
                                                    outcome, maintenance, report,
                                                    (window, recording)), daemon=True)
@@ -217,10 +225,10 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     encoder_cpu = recording.replay_cpu_s()
     worker_cpu = window.process_s - window.client_s
     share = non_encoder_share(worker_cpu, encoder_cpu)
-    report("CPU over the burst: worker %.1f s (process %.1f s less the emitter's %.1f s), the "
-           "bare encoder on the same %d calls (%d texts) %.1f s: non-encoder share %.3f",
-           worker_cpu, window.process_s, window.client_s, len(recording.calls),
-           recording.texts, encoder_cpu, share)
+    report("CPU over the burst: worker %.1f s (process %.1f s less the emitter's %.1f s), "
+           "broker %.1f s; the bare encoder on the same %d calls (%d texts) %.1f s: "
+           "non-encoder share %.3f", worker_cpu, window.process_s, window.client_s,
+           window.broker_s, len(recording.calls), recording.texts, encoder_cpu, share)
     after = _embed_rates(encoder.encode, work)
     embed = max((before[k] + after[k]) / 2 for k in before)
     rebuild_rate = _rebuild_rate(settings, report)
@@ -241,6 +249,7 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
                "maintenance_paced": outcome["maintenance_paced"],
                "non_encoder_cpu_share": share, "worker_cpu_s": worker_cpu,
                "encoder_cpu_s": encoder_cpu, "emitter_cpu_s": window.client_s,
+               "broker_cpu_s": window.broker_s if window.broker_pid is not None else math.nan,
                "encoded_texts": float(recording.texts)}
     return Result("pipeline", figures, ratio=outcome["pipeline"] / ceiling)
 
@@ -264,7 +273,7 @@ def _ids(events: list[Event]) -> list[str]:
 
 def _drive(settings: Settings, timed: Timed, stop: Callable[[str], None], work: Workload,
            outcome: dict[str, float], maintenance: MaintenanceLog, report: Report,
-           cpu: tuple[CpuWindow, RecordingEncoder]) -> None:
+           cpu: tuple[CpuWindow, EncoderCalls]) -> None:
     """Runs beside the Faust worker: warm-up, burst, then paced events; then stops it."""
     from memstack.client import MemoryClient
 

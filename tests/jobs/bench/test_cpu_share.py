@@ -11,8 +11,10 @@ import pytest
 
 from memstack.jobs.bench.cpu_share import (
     CpuWindow,
-    RecordingEncoder,
+    EncoderCalls,
+    listener_pid,
     non_encoder_share,
+    pid_cpu_s,
     process_cpu_s,
     thread_cpu_s,
 )
@@ -97,7 +99,7 @@ class CountingModel:
 
 def test_the_recorder_keeps_only_calls_made_while_recording_and_replays_them() -> None:
     model = CountingModel()
-    recorder = RecordingEncoder(model)
+    recorder = EncoderCalls(model)
     recorder.encode(["before"])
     recorder.recording = True
     recorder.encode(["a", "b"])
@@ -109,3 +111,27 @@ def test_the_recorder_keeps_only_calls_made_while_recording_and_replays_them() -
     cpu = recorder.replay_cpu_s()
     assert model.texts == 2 + 3 + 3
     assert 0.0 <= cpu <= process_cpu_s() - before
+
+
+def test_the_listener_of_a_port_is_found_and_charged_its_cpu() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = ("import socket, time\n"
+            f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen()\n"
+            "end = time.process_time() + 0.3\n"
+            "while time.process_time() < end: pass\n"
+            "print('ready', flush=True); time.sleep(30)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        assert listener_pid(port) == child.pid
+        assert pid_cpu_s(child.pid) >= 0.25
+    finally:
+        child.kill()
+        child.wait()
+    assert listener_pid(port) is None
