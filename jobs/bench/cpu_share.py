@@ -98,6 +98,8 @@ class EncoderCalls:
     inner: Encoder
     calls: list[list[str]] = field(default_factory=list)
     recording: bool = False
+    busy_s: float = 0.0
+    """Wall seconds spent in the recorded calls (the encoder's busy time in the burst)."""
 
     @property
     def name(self) -> str:
@@ -108,9 +110,14 @@ class EncoderCalls:
         return self.inner.dim
 
     def encode(self, texts: Sequence[str]) -> Vectors:
-        if self.recording:
-            self.calls.append(list(texts))
-        return self.inner.encode(texts)
+        if not self.recording:
+            return self.inner.encode(texts)
+        self.calls.append(list(texts))
+        started = time.perf_counter()
+        try:
+            return self.inner.encode(texts)
+        finally:
+            self.busy_s += time.perf_counter() - started
 
     def replay_cpu_s(self) -> float:
         """Process CPU seconds of the recorded calls made again, in order, on a helper thread

@@ -250,7 +250,8 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
                "non_encoder_cpu_share": share, "worker_cpu_s": worker_cpu,
                "encoder_cpu_s": encoder_cpu, "emitter_cpu_s": window.client_s,
                "broker_cpu_s": window.broker_s if window.broker_pid is not None else math.nan,
-               "encoded_texts": float(recording.texts)}
+               "encoded_texts": float(recording.texts),
+               "encoder_busy_share": outcome["encoder_busy_share"]}
     return Result("pipeline", figures, ratio=outcome["pipeline"] / ceiling)
 
 
@@ -299,6 +300,7 @@ def _drive(settings: Settings, timed: Timed, stop: Callable[[str], None], work: 
             done = timed.wait_for(ids, 1200)
             recording.recording = False
             window.stop()
+            outcome["encoder_busy_share"] = recording.busy_s / (done - started)
             outcome["pipeline"] = len(work.burst) / (done - started)
             outcome["maintenance_burst"] = float(maintenance.passes
                                                  - passes)

@@ -107,6 +107,7 @@ def test_the_recorder_keeps_only_calls_made_while_recording_and_replays_them() -
     recorder.recording = False
     recorder.encode(["after"])
     assert recorder.calls == [["a", "b"], ["c"]] and recorder.texts == 3
+    assert 0.002 <= recorder.busy_s < 0.5  # the two recorded calls' wall time (3 ms of spin)
     before = process_cpu_s()
     cpu = recorder.replay_cpu_s()
     assert model.texts == 2 + 3 + 3
