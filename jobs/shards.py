@@ -83,7 +83,7 @@ def run_shard_worker(settings: Settings, options: WorkerOptions) -> int:
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.pipelines.log_reader import end_offsets
     from memstack.pipelines.shards.layout import WorkerCard, card_path, write_card
-    from memstack.pipelines.shards.projector import ShardedProjector
+    from memstack.pipelines.shards.projector import ShardedProjector, shard_vectors
     from memstack.server.shards.api import shard_app
     from memstack.server.shards.reads import ShardReader
 
@@ -96,7 +96,7 @@ def run_shard_worker(settings: Settings, options: WorkerOptions) -> int:
                                lambda: end_offsets(settings.bootstrap, settings.events_topic))
     group = options.group or group_of(settings)
     config = replace(options.run.live_config(), group_id=group)
-    live = build_live_app(settings, config, sharded)
+    live = build_live_app(settings, config, sharded, embed=shard_vectors(encoder))
     processor = live.processor
 
     async def assign(partitions: list[int]) -> None:

@@ -40,7 +40,7 @@ from memstack.pipelines.forgetting.in_worker import LiveForgetting
 from memstack.pipelines.forgetting.processor import ForgetOutcome, Hidden
 from memstack.pipelines.forgetting.session_state_store import state_store_for
 from memstack.pipelines.lease import client_id, live_group
-from memstack.pipelines.live_batches import LiveConfig, LiveProcessor
+from memstack.pipelines.live_batches import Embed, LiveConfig, LiveProcessor
 from memstack.pipelines.log_reader import end_offsets, open_consumer
 from memstack.pipelines.session_state.projector import SessionStateStep, loop_runner
 from memstack.pipelines.session_state.table import (
@@ -198,12 +198,15 @@ class _App(faust.App):
 
 def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
                    forgetting: LiveForgetting | None = None, *,
-                   stateful: CommitPath | None = None) -> LiveApp:
+                   stateful: CommitPath | None = None, embed: Embed | None = None) -> LiveApp:
     """Declare the Faust app: raw-bytes events topic, the projecting agent, hooks and timers.
 
     ``stateful``: the commit path that ``projector`` runs (``projector`` itself, or the one a
-    wrapper such as the bench's timer delegates to); it gains the session-state step. None:
-    the worker keeps no session state (sharded workers)."""
+    wrapper such as the bench's timer delegates to); it gains the session-state step, and its
+    vectors step encodes each batch on the processor's encode thread. None: the worker keeps
+    no session state (sharded workers). ``embed``: the encode step when there is no
+    ``stateful`` (sharded workers: :func:`~memstack.pipelines.shards.projector.shard_vectors`);
+    with neither, a batch encodes inside its write."""
     app = _App(config.group_id or group_id(settings), **faust_settings(settings, config))
     events = app.topic(settings.events_topic, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw")
@@ -232,7 +235,7 @@ def build_live_app(settings: Settings, config: LiveConfig, projector: Projector,
         log.info("no commit path given: session state is off for this worker")
     live = LiveApp(settings, config, app,
                    LiveProcessor(projector, send_dead_letters, seek, probe,
-                                 embed=stateful.vectors if stateful is not None else None))
+                                 embed=stateful.vectors if stateful is not None else embed))
     live.session_state = state
     _declare_agent(live, events)
     if forgetting is not None:

@@ -23,10 +23,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from memstack.pipelines.commit_path import memory_rows
 from memstack.pipelines.contracts import Plan, Projector
+from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.log_reader import LogRecord
 from memstack.pipelines.service.gate import ReadWriteGate
 from memstack.pipelines.shards.layout import shard_dir
@@ -60,6 +62,25 @@ class ShardedPlan(Plan):
     """A batch's plan: the union (what the worker's hooks see) and one plan per shard."""
 
     parts: dict[int, Plan] = field(default_factory=dict)
+
+
+def shard_vectors(encoder: Encoder) -> Callable[[Plan], Plan]:
+    """The live processor's encode step for a :class:`ShardedPlan`: the memory texts of every
+    shard's part encoded in one call (each distinct text once), each part then carrying its
+    own texts' vectors, so the shards' commits encode nothing and the encoding overlaps the
+    store thread's writes (``pipelines/live_batches.py``)."""
+    def vectors(plan: Plan) -> Plan:
+        assert isinstance(plan, ShardedPlan), "plan was not prepared by a ShardedProjector"
+        texts = [row.text for part in plan.parts.values() for row in memory_rows(part)]
+        missing = [t for t in dict.fromkeys(texts) if t not in plan.vectors]
+        found = dict(plan.vectors)
+        if missing:
+            found.update(zip(missing, encoder.encode(missing), strict=True))
+        parts = {partition: replace(part, vectors={
+                     **part.vectors, **{r.text: found[r.text] for r in memory_rows(part)}})
+                 for partition, part in plan.parts.items()}
+        return replace(plan, parts=parts, vectors=found)
+    return vectors
 
 
 class ShardedProjector:
