@@ -49,6 +49,34 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         faulthandler.enable(file=fd, all_threads=True)
 
 
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End a process that ran a Ray driver with pytest's own status, without the interpreter's
+    finalisation.
+
+    The side lane's pytest (Ray's driver, LanceDB's native runtime, ONNX Runtime and PyFlink's
+    gateway in one process) passed every test and then died of a segfault while the
+    interpreter tore those native libraries down, twice in CI (2026-12-06, once before the Ray
+    tests moved there and once after), with no stack (Ray's handler had replaced pytest's).
+    Every test and session fixture (the broker's stop included) has finished by now and the
+    summary is printed, so what is skipped is only native teardown; the status is pytest's.
+    """
+    import sys
+
+    if "ray" in sys.modules and _EXIT_STATUS:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])
+
+
 @dataclass(frozen=True)
 class KafkaUnderTest:
     """The session's broker: ``bootstrap`` always; ``broker`` when this session started it."""
