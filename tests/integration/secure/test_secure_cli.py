@@ -13,6 +13,7 @@ import pytest
 from memstack.client import MemoryClient
 from memstack.foundation.errors import KafkaAuthorizationError
 from memstack.foundation.settings import Settings
+from memstack.infra.errors import PortInUseError
 from memstack.infra.acls import acl_lines
 from memstack.infra.console import run_tool
 from memstack.infra.net import free_port_pair
@@ -94,14 +95,24 @@ def test_infra_up_against_another_cluster_starts_nothing(
 def test_infra_up_secure_starts_a_broker_with_roles(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    port, controller_port = free_port_pair()
     monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
-    monkeypatch.setenv("MEMSTACK_KAFKA_PORT", str(port))
-    monkeypatch.setenv("MEMSTACK_KAFKA_CONTROLLER_PORT", str(controller_port))
     monkeypatch.setenv("MEMSTACK_TOPIC_PREFIX", "sec")
     monkeypatch.delenv("MEMSTACK_BOOTSTRAP", raising=False)
     try:
-        assert cli_main(["infra", "up", "--secure", "--fast-start"]) == 0
+        # Free ports are picked seconds before the broker binds them (storage, certificates):
+        # another process of the machine (the other test lane) took one in CI once, and the
+        # broker refused to start with PortInUseError. Fresh ports, then, a few times.
+        for attempt in range(3):
+            port, controller_port = free_port_pair()
+            monkeypatch.setenv("MEMSTACK_KAFKA_PORT", str(port))
+            monkeypatch.setenv("MEMSTACK_KAFKA_CONTROLLER_PORT", str(controller_port))
+            try:
+                assert cli_main(["infra", "up", "--secure", "--fast-start"]) == 0
+                break
+            except PortInUseError:
+                if attempt == 2:
+                    raise
+                capsys.readouterr()
         out = capsys.readouterr().out
         assert "created topic sec.events" in out
         assert "ACLs for prefix 'sec'" in out
