@@ -13,9 +13,9 @@ import pytest
 from memstack.client import MemoryClient
 from memstack.foundation.errors import KafkaAuthorizationError
 from memstack.foundation.settings import Settings
-from memstack.infra.errors import PortInUseError
 from memstack.infra.acls import acl_lines
 from memstack.infra.console import run_tool
+from memstack.infra.errors import PortInUseError
 from memstack.infra.net import free_port_pair
 from memstack.infra.topics import ensure_topics
 from memstack.jobs.commands import infra as infra_command
