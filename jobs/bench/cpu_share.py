@@ -38,24 +38,28 @@ def process_cpu_s() -> float:
     return times.user + times.system
 
 
+def stat_cpu_s(stat: str) -> float:
+    """User + system CPU seconds in a ``/proc`` ``stat`` file (a process's or a thread's);
+    FileNotFoundError once it has exited."""
+    text = Path(stat).read_text()
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime
+
+
 def thread_cpu_s(native_id: int) -> float:
     """User + system CPU seconds of one thread of this process (0.0 once it has exited)."""
     try:
-        stat = Path(f"/proc/self/task/{native_id}/stat").read_text()
+        return stat_cpu_s(f"/proc/self/task/{native_id}/stat")
     except FileNotFoundError:
         return 0.0
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime
 
 
 def pid_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (0.0 once it has exited)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat_cpu_s(f"/proc/{pid}/stat")
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
 
 def listener_pid(port: int) -> int | None:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memstack.foundation.builders import Defaults, EventBuilder
+from memstack.foundation.kafka_connect import first_address
 from memstack.foundation.keystore import FileKeyStore
 from memstack.foundation.settings import Settings
 from memstack.jobs.bench.broker_env import scratch_deployment
@@ -207,9 +208,8 @@ def _measure(settings: Settings, work: Workload, report: Report) -> Result:
     live = build_live_app(settings, LiveConfig(within_s=0.1), timed, stateful=projector)
     outcome: dict[str, float] = {}
     maintenance = MaintenanceLog()
-    port = int(settings.bootstrap.split(",")[0].rsplit(":", 1)[1])
     window = CpuWindow(client_id=f"memstack-bench-emitter-{os.getpid()}",
-                       broker_pid=listener_pid(port))
+                       broker_pid=listener_pid(first_address(settings.bootstrap)[1]))
     driver = threading.Thread(target=_drive, args=(settings, timed, live.request_stop, work,
                                                    outcome, maintenance, report,
                                                    (window, recording)), daemon=True)

@@ -54,7 +54,7 @@ def check_connection(bootstrap: str, security: KafkaSecurity | None = None,
     sec = security_of(security)
     if sec.protocol == "PLAINTEXT":
         return
-    host, port = _first_address(bootstrap)
+    host, port = first_address(bootstrap)
     deadline = time.monotonic() + timeout_s
     if sec.uses_tls:
         _check_tls(host, port, sec, timeout_s)
@@ -62,7 +62,8 @@ def check_connection(bootstrap: str, security: KafkaSecurity | None = None,
         _check_sasl(bootstrap, sec, max(1.0, deadline - time.monotonic()))
 
 
-def _first_address(bootstrap: str) -> tuple[str, int]:
+def first_address(bootstrap: str) -> tuple[str, int]:
+    """``(host, port)`` of the first broker in ``bootstrap`` (``host:port[,host:port]``)."""
     first = bootstrap.split(",")[0].strip()
     host, _, port = first.rpartition(":")
     try:

@@ -14,7 +14,6 @@ the service's CPU per search (``search_cpu_ms_with_encoding``).
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from memstack.jobs.bench.cpu_share import stat_cpu_s
 from memstack.jobs.bench.service.load import FACT_SUBJECTS, facts_of, search
 
 IDLE_S = 2.0
@@ -29,10 +29,8 @@ IDLE_S = 2.0
 
 
 def cpu_s(pid: int) -> float:
-    """The process's CPU seconds so far (user + system, every thread)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The process's CPU seconds so far (user + system, every thread); it must be running."""
+    return stat_cpu_s(f"/proc/{pid}/stat")
 
 
 @dataclass(frozen=True)
