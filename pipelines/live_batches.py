@@ -148,11 +148,11 @@ class LiveProcessor:
         self._gate = asyncio.Lock()
         """Held while a batch starts (until it is prepared) and by :meth:`on_store` while it
         drains the batches in flight and runs: no store work between a prepare and its write."""
-        self._last: asyncio.Future[None] | None = None
-        """The chain of the newest batch (it awaits the ones before it)."""
+        self._in_flight: list[asyncio.Future[None]] = []
+        """The chains not known to be done, oldest first; each awaits the one before it, so
+        the newest ends last."""
         self._last_encoded: asyncio.Event | None = None
         """Set once the newest batch is encoded (or its chain ended early)."""
-        self._in_flight: list[asyncio.Future[None]] = []
         self.failure: BaseException | None = None
         """The first batch that failed: nothing after it is written; the worker must stop."""
         self.stats = LiveStats()
@@ -178,8 +178,8 @@ class LiveProcessor:
 
     async def drain(self) -> None:
         """Wait until every batch in flight has committed; raise the first failure."""
-        if self._last is not None:
-            await asyncio.shield(self._last)
+        if self._in_flight:
+            await asyncio.shield(self._in_flight[-1])
         if self.failure is not None:
             raise self.failure
 
@@ -225,17 +225,17 @@ class LiveProcessor:
             plan = await self._on_store(self._projector.prepare, kept)
             for partition, next_ in plan.next_offsets.items():
                 raise_to(self._expected, partition, next_)
-            before, prepared = self._last, time.perf_counter() - started
+            self._in_flight = [c for c in self._in_flight if not c.done()]
+            before = self._in_flight[-1] if self._in_flight else None
             before_encoded, encoded = self._last_encoded, asyncio.Event()
-            self._last = asyncio.ensure_future(self._finish(plan, prepared, before, encoded))
+            prepared = time.perf_counter() - started
+            self._in_flight.append(
+                asyncio.ensure_future(self._finish(plan, prepared, before, encoded)))
             self._last_encoded = encoded
-            self._in_flight.append(self._last)
         if before_encoded is not None:
             await before_encoded.wait()
         while len(self._in_flight) > 2:  # bounded, even when encoding takes no time
-            await asyncio.wait([self._in_flight[0]])
-            self._in_flight = [c for c in self._in_flight if not c.done()]
-        self._in_flight = [c for c in self._in_flight if not c.done()]
+            await asyncio.wait([self._in_flight.pop(0)])
         if self.failure is not None:
             raise self.failure
 
