@@ -87,9 +87,9 @@ class FileKeyStore:
         self._live: dict[KeyScope, tuple[str, bytes]] = {}
         self._live_files: dict[str, str] = {}
         """key id -> its live file's path, as text (``current`` checks it on every call)."""
-        self._opened: dict[str, tuple[str, str, bytes]] = {}
-        """key id -> (live file, retired file, key) of keys ``get`` read (it checks that one of
-        the files still exists on every call)."""
+        self._opened: dict[str, bytes] = {}
+        """key id -> key, of keys ``get`` read (it checks that the live or the retired file
+        still exists on every call)."""
 
     def current(self, scope: KeyScope) -> tuple[str, bytes]:
         with self._lock:
@@ -109,14 +109,15 @@ class FileKeyStore:
         # one stat per sealed record instead of reading and decoding the file. A destroyed
         # key's files are gone, so it is never answered from here.
         opened = self._opened.get(key_id)
-        if opened is not None and (os.path.exists(opened[0]) or os.path.exists(opened[1])):
-            return opened[2]
+        if opened is not None:
+            live = self._live_file(key_id, key_id.split("/", 1)[0])
+            if os.path.exists(live) or os.path.exists(live.removesuffix(".key") + RETIRED):
+                return opened
         key = self._read(key_id)
         if key is not None:
             if len(self._opened) > 100_000:  # bounded: many scopes over a long run
                 self._opened.clear()
-            path = self._path(key_id, key_id.split("/", 1)[0])
-            self._opened[key_id] = (str(path), str(path.with_suffix(RETIRED)), key)
+            self._opened[key_id] = key
         return key
 
     def _read(self, key_id: str) -> bytes | None:
@@ -212,16 +213,12 @@ class FileKeyStore:
         except OSError as exc:
             raise KeyStoreError(f"unreadable key pointer {self._pointer(scope)}: {exc}") from exc
         try:
-            raw = self._path(key_id, scope.tenant).read_bytes()
-            data = json.loads(raw)
-        except (FileNotFoundError, ValueError):
-            return None  # retired, destroyed, or being shredded right now
+            loaded = _load(self._path(key_id, scope.tenant))
         except OSError as exc:
             raise KeyStoreError(f"unreadable key file for {key_id}: {exc}") from exc
-        found = KeyScope(data["tenant"], data["session"], data["subject"])
-        if found != scope:
-            return None
-        return key_id, base64.b64decode(data["key"])
+        if loaded is None or loaded[1] != scope:
+            return None  # retired, destroyed, being shredded right now (or a hash collision)
+        return key_id, loaded[2]
 
     def _pointer(self, scope: KeyScope) -> Path:
         """The file naming ``scope``'s newest live key id (``<tenant>/scopes/<scope hash>``)."""
@@ -236,12 +233,9 @@ class FileKeyStore:
             return
         paths = [*folder.glob("*.key"), *(folder.glob(f"*{RETIRED}") if retired else [])]
         for path in sorted(paths):
-            try:
-                d = json.loads(path.read_text())
-            except (FileNotFoundError, ValueError):
-                continue  # destroyed or being written right now
-            yield (d["key_id"], KeyScope(d["tenant"], d["session"], d["subject"]),
-                   base64.b64decode(d["key"]))
+            loaded = _load(path)
+            if loaded is not None:  # else destroyed or being written right now
+                yield loaded
 
     def _path(self, key_id: str, tenant: str) -> Path:
         return self.root / _h(tenant) / f"{_h(key_id)}.key"
@@ -274,6 +268,17 @@ def rotate_before_request(keys: KeyStore, tenant: str, scope: ForgetScope) -> li
         return []
     session, subject = scope_args(scope)
     return keys.retire(tenant, session=session, subject=subject)
+
+
+def _load(path: Path) -> tuple[str, KeyScope, bytes] | None:
+    """``(key id, scope, key)`` of a key file, None when it is gone or not whole (being
+    written, or zeroed by a shred)."""
+    try:
+        d = json.loads(path.read_bytes())
+    except (FileNotFoundError, ValueError):
+        return None
+    scope = KeyScope(d["tenant"], d["session"], d["subject"])
+    return d["key_id"], scope, base64.b64decode(d["key"])
 
 
 def _h(text: str) -> str:
