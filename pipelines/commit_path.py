@@ -41,7 +41,7 @@ shards, a switch's catch-up) commits through a commit path with neither. See doc
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,9 @@ from memstack.pipelines.contracts import Plan
 from memstack.pipelines.log_reader import LogRecord
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.embedding import Encoder
     from memstack.pipelines.projector import StoreProjector
@@ -69,6 +72,15 @@ class VectorCounts:
 def memory_rows(plan: Plan) -> list[MemoryRow]:
     """The memory rows the batch writes to LanceDB (each needs its text's vector)."""
     return [m.row for m in plan.mutations if isinstance(m, PutMemory)]
+
+
+def encode_new(encoder: Encoder, texts: Sequence[str],
+               carried: Mapping[str, npt.NDArray[np.float32]]
+               ) -> dict[str, npt.NDArray[np.float32]]:
+    """The vectors of the ``texts`` that ``carried`` lacks: each distinct text once, in one
+    call (none when nothing is new)."""
+    missing = [t for t in dict.fromkeys(texts) if t not in carried]
+    return dict(zip(missing, encoder.encode(missing), strict=True)) if missing else {}
 
 
 class CommitPath:
@@ -114,14 +126,10 @@ class CommitPath:
         """Step 4: ``plan`` carrying a vector for every text the later steps embed."""
         texts = self.state.texts(plan.events) if self.state is not None else []
         texts += [row.text for row in memory_rows(plan)]
-        distinct = list(dict.fromkeys(texts))
-        missing = [t for t in distinct if t not in plan.vectors]
-        self.vector_counts.given += len(distinct) - len(missing)
-        if not missing:
-            return plan
-        encoded = self.store.encoder.encode(missing)
-        self.vector_counts.encoded += len(missing)
-        return replace(plan, vectors={**plan.vectors, **dict(zip(missing, encoded, strict=True))})
+        encoded = encode_new(self.store.encoder, texts, plan.vectors)
+        self.vector_counts.given += len(set(texts)) - len(encoded)
+        self.vector_counts.encoded += len(encoded)
+        return replace(plan, vectors={**plan.vectors, **encoded}) if encoded else plan
 
     def close(self) -> None:
         try:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from memstack.pipelines.commit_path import memory_rows
+from memstack.pipelines.commit_path import encode_new, memory_rows
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.embedding import Encoder
 from memstack.pipelines.log_reader import LogRecord
@@ -72,10 +72,7 @@ def shard_vectors(encoder: Encoder) -> Callable[[Plan], Plan]:
     def vectors(plan: Plan) -> Plan:
         assert isinstance(plan, ShardedPlan), "plan was not prepared by a ShardedProjector"
         texts = [row.text for part in plan.parts.values() for row in memory_rows(part)]
-        missing = [t for t in dict.fromkeys(texts) if t not in plan.vectors]
-        found = dict(plan.vectors)
-        if missing:
-            found.update(zip(missing, encoder.encode(missing), strict=True))
+        found = {**plan.vectors, **encode_new(encoder, texts, plan.vectors)}
         parts = {partition: replace(part, vectors={
                      **part.vectors, **{r.text: found[r.text] for r in memory_rows(part)}})
                  for partition, part in plan.parts.items()}
