@@ -12,7 +12,7 @@ flushed after 0.1 s when not full, 2 encoder threads):
   events is emitted at once and timed until the last is committed to DuckDB and LanceDB (the
   worker is started, assigned and warmed up with 100 events, which create the Lance table and
   its first indexes, before the clock starts). The burst and the paced phase write enough rows
-  to cross the Lance maintenance threshold (``IndexPolicy.refresh_min_rows``): the
+  to cross the Lance maintenance threshold (``IndexPolicy.refresh_rows``): the
   maintenance passes during each phase are counted (``maintenance_*``);
 - ``freshness_p50_s`` / ``freshness_p99_s``: emit -> committed (rows visible) per event while
   ``paced`` events arrive one by one at half the sustained rate, maintenance pauses included;

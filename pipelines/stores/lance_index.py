@@ -90,7 +90,9 @@ class LanceVectorIndex(IndexMaintenance):
         self._text = TenantTextSearch(self._table, self._policy,
                                       lambda tenant: self._filter(tenant, None))
         if not read_only:
-            self._refreshed_at = self._table.count_rows()
+            text = self._index_stats(TEXT_INDEX)  # rows left unindexed before a restart count
+            self._refreshed_at = self._table.count_rows() - (
+                text.num_unindexed_rows if text is not None else 0)
             stats = self._index_stats(VECTOR_INDEX)
             self._trained_at = stats.num_indexed_rows if stats is not None else 0
         log.info("opened LanceDB index %s (read_only=%s)", self._dir, read_only)

@@ -15,9 +15,13 @@ class IndexPolicy:
     """Below this a flat (exact) scan is fast enough; no IVF_PQ index."""
     vector_rebuild_growth: float = 1.0
     """Retrain IVF_PQ when the table grew by this fraction since the last training."""
-    refresh_fraction: float = 0.2
-    """Refresh (bounded compaction + new rows into every index) after this fraction of growth."""
-    refresh_min_rows: int = 2_000
+    refresh_rows: int = 2_000
+    """Refresh (bounded compaction, then a new index segment for the new rows) after this many
+    new rows, at any table size: the rows no index covers yet, which every search and forget
+    resolution scans, stay below it (see :mod:`~memstack.pipelines.stores.lance_segments`)."""
+    merge_width: int = 4
+    """An index's newest segments are merged when this many are in one size tier (tiers grow
+    by this factor from ``refresh_rows``): at most ``width - 1`` segments per tier."""
     fragment_rows: int = 65_536
     """Compaction merges fragments up to this many rows and no further (LanceDB's ``optimize``
     would merge up to ~1M): a forget purge rewrites only the fragments holding deleted rows, so

@@ -26,7 +26,7 @@ from memstack.pipelines.stores.lance_index import TEXT_INDEX, VECTOR_INDEX, Inde
 from tests.forget.givens import request
 
 FRAGMENT = 1_000
-POLICY = IndexPolicy(vector_min_rows=1_000_000, fragment_rows=FRAGMENT, refresh_min_rows=100)
+POLICY = IndexPolicy(vector_min_rows=1_000_000, fragment_rows=FRAGMENT, refresh_rows=100)
 
 
 def secret(row: int) -> str:
@@ -83,13 +83,19 @@ def secret_files(directory: Path, *rows: int) -> dict[str, int]:
 
 def test_maintenance_keeps_fragments_bounded(tmp_path: Path, corpus: Corpus) -> None:
     store = load(tmp_path / "lance", corpus, 4_900, chunk=700)
-    for lo in range(4_900, 5_500, 150):  # the live writer's small batches, maintained
-        store.index.merge(corpus.rows(lo, lo + 150), corpus.vectors[lo:lo + 150])
+    loaded = {f.fragment_id: f.data_files()[0].path for f in
+              lance.dataset(store.index.uri).get_fragments()}
+    for lo in range(4_900, 5_500, 50):  # the live writer's small batches, maintained
+        store.index.merge(corpus.rows(lo, lo + 50), corpus.vectors[lo:lo + 50])
     store.index.maintain(force=True)
     dataset = lance.dataset(store.index.uri)
     sizes = [f.count_rows() for f in dataset.get_fragments()]
     assert max(sizes) <= FRAGMENT and sum(sizes) == 5_500
-    assert 150 not in sizes and len(sizes) == 8  # 7 writes of 700, the small ones merged
+    # 7 writes of 700, indexed and left as they are; each refresh (every 100 rows) merged the
+    # two 50-row writes no index covered yet into one fragment before indexing it
+    assert sorted(sizes) == [100] * 6 + [700] * 7
+    assert {f.fragment_id: f.data_files()[0].path for f in dataset.get_fragments()
+            if f.fragment_id in loaded} == loaded
     stats = dataset.stats.index_stats(TEXT_INDEX)
     assert stats["num_unindexed_rows"] == 0  # new rows still reach the indexes
 
@@ -154,7 +160,7 @@ def test_remapped_text_index_equals_a_clean_build(tmp_path: Path, corpus: Corpus
             assert got == want, query
     ours = lance.dataset(store.index.uri).stats.index_stats(TEXT_INDEX)["indices"]
     theirs = lance.dataset(clean.index.uri).stats.index_stats(TEXT_INDEX)["indices"]
-    assert sum(i["num_docs"] for i in ours) == sum(i["num_docs"] for i in theirs) == 3_996
+    assert sum(i["num_docs"] for i in ours) == sum(i["num_docs"] for i in theirs) == 4_596
 
 
 def test_purge_in_a_thread_beside_the_live_writer(tmp_path: Path, corpus: Corpus) -> None:

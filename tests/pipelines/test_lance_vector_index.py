@@ -37,7 +37,7 @@ class TestLanceVectorIndex(VectorIndexContract):
 
 
 def test_indexes_are_built_as_the_table_grows(tmp_path: Path) -> None:
-    policy = IndexPolicy(vector_min_rows=300, refresh_min_rows=100, num_sub_vectors=8)
+    policy = IndexPolicy(vector_min_rows=300, refresh_rows=100, num_sub_vectors=8)
     index = LanceVectorIndex(tmp_path / "lance", policy=policy)
     rows, vecs = rows_of(420), unit_vectors(420)
     index.merge(rows[:50], vecs[:50])
