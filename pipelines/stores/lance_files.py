@@ -62,10 +62,11 @@ def deleted_fragments(dataset: Any) -> list[Any]:
     return [f for f in dataset.get_fragments() if f.metadata.deletion_file is not None]
 
 
-def compact_small(uri: str, fragment_rows: int) -> int:
+def compact_small(uri: str, fragment_rows: int,
+                  among: Callable[[Any], set[int]] | None = None) -> int:
     """Merge the small fragments that no index covers yet (the rows written since the last
-    refresh) into fragments of fewer than ``fragment_rows`` rows; deletions are left to the
-    purge. Returns the fragments removed.
+    refresh), or those ``among`` picks from the dataset, into fragments of fewer than
+    ``fragment_rows`` rows; deletions are left to the purge. Returns the fragments removed.
 
     Indexed fragments are left as they are: compacting one would make Lance remap every index
     segment covering it, a rewrite of that segment (1.6 s for one index over 1M rows), so the
@@ -80,12 +81,13 @@ def compact_small(uri: str, fragment_rows: int) -> int:
     """
     def attempt() -> int:
         dataset = latest(uri)
-        indexed = indexed_fragments(dataset)
-        if not [f for f in dataset.get_fragments() if f.fragment_id not in indexed]:
+        every = {int(f.fragment_id) for f in dataset.get_fragments()}
+        chosen = among(dataset) if among is not None else every - indexed_fragments(dataset)
+        if len(chosen & every) < 2:
             return 0
         metrics = dataset.optimize.compact_files(
             target_rows_per_fragment=max(1, fragment_rows // 2), materialize_deletions=False,
-            excluded_fragment_ids=sorted(indexed))
+            excluded_fragment_ids=sorted(every - chosen))
         return int(metrics.fragments_removed)
     return retrying("compaction", attempt)
 

@@ -128,7 +128,7 @@ class IndexMaintenance:
         p = self._policy
         lance_files.compact_small(self._uri, p.fragment_rows)
         lance_segments.index_new_rows(self._uri)
-        lance_segments.merge_segments(self._uri, p.refresh_rows, p.merge_width)
+        lance_segments.merge_segments(self._uri, p.refresh_rows, p.merge_width, p.fragment_rows)
         self._table.checkout_latest()  # the commits above went through pylance handles
         lance_files.drop_versions(self._uri, p.keep_versions_for)
 

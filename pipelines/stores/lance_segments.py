@@ -20,10 +20,11 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from memstack.pipelines.stores.lance_files import latest, retrying
+from memstack.pipelines.stores.lance_files import compact_small, latest, retrying
 
 log = logging.getLogger(__name__)
 
@@ -55,20 +56,34 @@ def merge_plan(sizes: Sequence[int], floor: int, width: int) -> list[int]:
     return plan
 
 
-def segment_rows(dataset: Any) -> dict[str, list[int]]:
-    """Per index name, the rows each of its segments covers, oldest first (by the table version
-    it indexed), counting the rows of the fragments it covers, deleted ones included: what a
-    merge reads."""
+@dataclass(frozen=True)
+class Segment:
+    """One segment of an index: the fragments it covers and their rows."""
+
+    fragments: frozenset[int]
+    rows: int
+
+
+def segments(dataset: Any) -> dict[str, list[Segment]]:
+    """Per index name, its segments, oldest first (by the table version each one indexed:
+    the order Lance merges in). Rows count every row of the covered fragments, deleted ones
+    included: what a merge reads."""
     rows = {f.fragment_id: int(f.metadata.physical_rows) for f in dataset.get_fragments()}
     with warnings.catch_warnings():
         # list_indices is deprecated for describe_indices, which does not list segments
         warnings.simplefilter("ignore", DeprecationWarning)
         indices = dataset.list_indices()
-    out: dict[str, list[int]] = {}
-    for index in sorted(indices, key=lambda i: int(i["version"])):  # the order Lance merges in
-        covered = sum(rows.get(int(f), 0) for f in index["fragment_ids"])
-        out.setdefault(str(index["name"]), []).append(covered)
+    out: dict[str, list[Segment]] = {}
+    for index in sorted(indices, key=lambda i: int(i["version"])):
+        covered = frozenset(int(f) for f in index["fragment_ids"])
+        out.setdefault(str(index["name"]), []).append(
+            Segment(covered, sum(rows.get(f, 0) for f in covered)))
     return out
+
+
+def segment_rows(dataset: Any) -> dict[str, list[int]]:
+    """Per index name, the rows of each of its segments, oldest first."""
+    return {name: [s.rows for s in found] for name, found in segments(dataset).items()}
 
 
 def index_new_rows(uri: str) -> None:
@@ -77,13 +92,35 @@ def index_new_rows(uri: str) -> None:
              lambda: latest(uri).optimize.optimize_indices(num_indices_to_merge=0))
 
 
-def merge_segments(uri: str, floor: int, width: int) -> dict[str, int]:
-    """Run the tiered merges every index is due (:func:`merge_plan`); returns, per index, the
-    segments it has afterwards."""
-    for name, sizes in segment_rows(latest(uri)).items():
-        for k in merge_plan(sizes, floor, width):
+def merge_segments(uri: str, floor: int, width: int, fragment_rows: int) -> dict[str, int]:
+    """Run the tiered merges every index is due (:func:`merge_plan`), one step at a time;
+    returns, per index, the segments it has afterwards.
+
+    After a step merged the newest ``k`` segments of the indexes, the fragments the merged
+    segment covers are compacted together (up to ``fragment_rows``, nothing else touched), so
+    data files grow with their segments as Lucene's merges grow its segment files. Lance then
+    remaps the merged segment only (it compacts only fragments that the same segments cover,
+    hence the merge first). Without it the table would keep one small fragment per refresh."""
+    for _ in range(MAX_STEPS):
+        due = {name: plan[0] for name, listed in segments(latest(uri)).items()
+               if (plan := merge_plan([s.rows for s in listed], floor, width))}
+        if not due:
+            break
+        for name, k in due.items():
             _merge_newest(uri, name, k)
-    return {name: len(sizes) for name, sizes in segment_rows(latest(uri)).items()}
+        newest = segments(latest(uri))[next(iter(due))][-1]
+        compact_small(uri, fragment_rows, _these(newest.fragments))
+    return {name: len(listed) for name, listed in segments(latest(uri)).items()}
+
+
+MAX_STEPS = 32
+"""Merge steps per refresh at most (a cascade takes one per tier: ~8 at 1M rows)."""
+
+
+def _these(fragments: frozenset[int]) -> Callable[[Any], set[int]]:
+    def among(_dataset: Any) -> set[int]:
+        return set(fragments)
+    return among
 
 
 def _merge_newest(uri: str, name: str, k: int) -> None:

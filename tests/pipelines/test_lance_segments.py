@@ -89,6 +89,8 @@ def test_refreshes_add_segments_for_new_rows_and_merge_them_in_tiers(tmp_path: P
             tiers = [tier(s, FLOOR, WIDTH) for s in segments]
             assert all(tiers.count(t) < WIDTH for t in set(tiers)), (name, segments)
     assert max(len(s) for s in segment_rows(lance.dataset(index.uri)).values()) > 1
+    # merged segments had their fragments merged: fewer fragments than the 12 refreshes made
+    assert len(lance.dataset(index.uri).get_fragments()) < 1 + 600 // FLOOR
 
     whole = LanceVectorIndex(tmp_path / "whole", policy=POLICY)  # one index built at once
     whole.merge(rows, vecs, maintain=False)
