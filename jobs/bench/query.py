@@ -10,7 +10,10 @@ tenant check, fusion, row conversion):
   checked against the value worked out from the generator (``facts_wrong`` must be 0).
   After the search part, 9M more versions are written and the same queries run at 10M
   (``facts_*_10m``; ``--quick``: 100k then 1M, ``facts_*_1m``).
-- search: 1M memory rows over 10 tenants with SYNTHETIC vectors with cluster structure (1,000
+- search: 1M memory rows over 10 tenants (96 % loaded in bulk and indexed, the last 4 %
+  written as the live writer does, so the indexes have a live table's segments:
+  ``search_index_segments``, ``steady_ingest_rows_per_s``; see
+  :mod:`~memstack.jobs.bench.query_load`) with SYNTHETIC vectors with cluster structure (1,000
   unit centroids, each row = centroid + isotropic noise of the same norm, renormalised: cosine
   ~0.5 within a cluster, ~0 across, like sentence embeddings of related/unrelated text) and
   synthetic text (see :class:`Corpus`). Queries: a row's vector plus noise and 3 of its topic
@@ -57,6 +60,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memstack.jobs.bench.exact import PAD, ExactBM25, exact_cosine, recall_with_ties, rrf_top
+from memstack.jobs.bench.query_load import build_memories
 from memstack.jobs.measure import Report, Result
 from memstack.operators.mutations import FactVersion, MemoryRow, PutFactVersion
 from memstack.pipelines.embedding import Encoder
@@ -220,17 +224,6 @@ class Corpus:
         return out
 
 
-def build_memories(stores: Stores, corpus: Corpus, rows: int, report: Report) -> None:
-    began = time.monotonic()
-    for lo in range(0, rows, 50_000):
-        hi = min(rows, lo + 50_000)
-        stores.vectors.merge(corpus.rows(lo, hi), corpus.vectors[lo:hi], maintain=False)
-    report("search: wrote %d memories in %.1f s", rows, time.monotonic() - began)
-    began = time.monotonic()
-    done = stores.vectors.maintain(force=True)
-    report("search: built indexes %s in %.1f s", list(done.built), time.monotonic() - began)
-
-
 @dataclass
 class Scores:
     """Per query: the timed call, and recall@10 of each path against exact search."""
@@ -366,7 +359,7 @@ def run(quick: bool, report: Report) -> Result:
             query_facts_draws(rng, keys)
         if "search" in chosen:
             corpus = Corpus(rows, rng)
-            build_memories(stores, corpus, rows, report)
+            figures.update(build_memories(stores, corpus, rows, report))
             figures.update(bench_search(stores, corpus, report, rng, 100 if quick else 200))
             del corpus
         if "facts" in chosen:

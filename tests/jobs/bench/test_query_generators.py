@@ -16,10 +16,10 @@ from memstack.jobs.bench.query import (
     VOCAB,
     Corpus,
     bench_search,
-    build_memories,
     expected,
     fact_versions,
 )
+from memstack.jobs.bench.query_load import build_memories
 from memstack.jobs.measure import Report
 from memstack.pipelines.stores.bundle import Stores
 
@@ -89,7 +89,9 @@ def test_the_filtered_search_is_timed_checked_and_scored_on_real_stores(tmp_path
     corpus = Corpus(3000, rng)
     report = Report("test")
     with Stores.open(tmp_path / "stores") as stores:
-        build_memories(stores, corpus, 3000, report)
+        loaded = build_memories(stores, corpus, 3000, report)
+        assert stores.vectors.count() == 3000  # bulk and steady parts both written
+        assert loaded["search_index_segments"] >= 1 and loaded["steady_ingest_rows_per_s"] > 0
         figures = bench_search(stores, corpus, report, rng, 4)
     assert figures["search_filtered_wrong"] == 0
     assert figures["search_filtered_p50_ms"] > 0
