@@ -57,6 +57,7 @@ from memstack.jobs.measure import Report, Result
 from memstack.pipelines.contracts import Plan, Projector
 from memstack.pipelines.embedding import CachingEncoder
 from memstack.pipelines.log_reader import LogRecord
+from memstack.pipelines.stores import lance_maintenance
 from memstack.schemas.events import Event, EventKind
 
 if TYPE_CHECKING:
@@ -146,14 +147,14 @@ class MaintenanceLog(logging.Handler):
             self.passes += 1
 
     def __enter__(self) -> MaintenanceLog:
-        logger = logging.getLogger("memstack.pipelines.stores.lance_index")
+        logger = lance_maintenance.log  # the module that logs them (was lance_index's name)
         self._level = logger.level
         logger.setLevel(min(logger.getEffectiveLevel(), logging.INFO))
         logger.addHandler(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        logger = logging.getLogger("memstack.pipelines.stores.lance_index")
+        logger = lance_maintenance.log
         logger.removeHandler(self)
         logger.setLevel(self._level)
 
