@@ -31,6 +31,7 @@ from memstack.view.points import points_of
 from memstack.view.types import AsOf, Context, Fact, LogCut, Record, SearchHit, SearchMode
 
 if TYPE_CHECKING:
+    from memstack.operators.mutations import MemoryRow
     from memstack.pipelines.embedding import Encoder
     from memstack.pipelines.service.position import Position
     from memstack.pipelines.stores.bundle import Stores
@@ -236,9 +237,10 @@ class AsOfView:
         fused = fuse(legs.candidates(by_text), legs.candidates(by_vector), 2 * n)
         at = {m: r for t in tables
               for m, r in zip(t["memory_id"].to_pylist(), t["_rowid"].to_pylist(), strict=True)}
+        known: dict[str, MemoryRow] = {}  # full rows the neighbour stage read already
         if mode == "hybrid":
-            fused, around = with_neighbours(self, fused, at, scope, k,
-                                            stages.neighbour_weight, pool)
+            fused, around, known = with_neighbours(self, fused, at, scope, k,
+                                                   stages.neighbour_weight, pool)
             at.update(around)
         fused = fused[:k]
         ids = [f.memory_id for f in fused]
@@ -247,7 +249,9 @@ class AsOfView:
             read = to_memories(pool.filter(pc.is_in(pool.column("memory_id"),
                                                     pa.array(ids, pa.string()))))
         else:
-            read = vectors.rows_at([at[m] for m in ids], ids)
+            missing = [m for m in ids if m not in known]
+            read = [known[m] for m in ids if m in known]
+            read += vectors.rows_at([at[m] for m in missing], missing) if missing else []
         rows = {r.memory_id: r for r in _own(read, self.tenant, "search")}
         if metadata is not None:  # the filter's Python form, the judge, on every hit
             rows = {m: r for m, r in rows.items() if matches(metadata, r.metadata)}

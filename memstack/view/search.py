@@ -35,6 +35,7 @@ from memstack.view.selective import neighbour_rows
 from memstack.view.types import ScoreParts
 
 if TYPE_CHECKING:
+    from memstack.operators.mutations import MemoryRow
     from memstack.pipelines.stores.base import VectorIndex
     from memstack.view.memory_view import AsOfView
 
@@ -91,14 +92,16 @@ def _own_tenants(tenants: Sequence[str], tenant: str, what: str) -> None:
 
 def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
                     scope: Sequence[str], k: int, weight: float, pool: pa.Table | None = None
-                    ) -> tuple[list[Fused], dict[str, int]]:
+                    ) -> tuple[list[Fused], dict[str, int], dict[str, MemoryRow]]:
     """``fused`` re-scored with the neighbours' shares and re-ordered; also the ``_rowid`` of
-    every neighbour row read (to read the final rows by). ``at``: the candidates' row ids.
+    every neighbour row read (to read the final rows by) and the full rows it read (the best
+    candidates': the final read needs only the others). ``at``: the candidates' row ids.
     ``pool``: every row in scope that answers as of, when the caller holds them (a selective
     filter's rows, :mod:`memstack.view.selective`): the neighbours are found among them."""
     if weight <= 0.0 or not fused:
-        return fused, {}
+        return fused, {}, {}
     best = [f.memory_id for f in fused[: AROUND_FACTOR * k]]
+    known: dict[str, MemoryRow] = {}
     if pool is not None:
         placed = {p.memory_id: p for p in _placed(pool.filter(
             pc.is_in(pool.column("memory_id"), pa.array(best, pa.string()))))}
@@ -107,8 +110,9 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
         read = view.memory.stores.vectors.rows_at([at[m] for m in best], best)
         _own_tenants([r.tenant for r in read], view.tenant, "search")
         around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
+        known = {r.memory_id: r for r in read}
     if not around:
-        return fused, {}
+        return fused, {}, known
     table = _neighbour_rows(view, around, scope) if pool is None else neighbour_rows(pool, around)
     rows: dict[str, Placed] = {p.memory_id: p for p in around}
     row_ids: dict[str, int] = {}
@@ -124,7 +128,7 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
         base = parts.get(memory_id, ScoreParts(0.0))
         out.append(Fused(rank, memory_id, replace(base, fused=score,
                                                   neighbours=score - base.fused)))
-    return out, row_ids
+    return out, row_ids, known
 
 
 def _neighbour_rows(view: AsOfView, around: Sequence[Placed], scope: Sequence[str]) -> pa.Table:

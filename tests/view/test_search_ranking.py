@@ -105,3 +105,26 @@ def test_neighbours_stay_in_the_session_the_tenant_and_the_as_of(chat: MemoryVie
     everywhere = chat.as_of(known=LATE - timedelta(days=1)).search(query, 20)
     assert later not in {h.event_id for h in everywhere}
     assert {h.memory.tenant for h in everywhere} == {"chat"}
+
+
+def test_the_final_read_takes_only_rows_the_neighbour_stage_did_not_read(
+        chat: MemoryView, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The neighbour stage reads the best candidates' full rows; the final read asks the store
+    for the other hits only (one LanceDB read less when the top k are those candidates)."""
+    vectors = chat.stores.vectors
+    real = vectors.rows_at
+    asked: list[list[str]] = []
+
+    def rows_at(row_ids: list[int], memory_ids: list[str]) -> object:
+        asked.append(list(memory_ids))
+        return real(row_ids, memory_ids)
+
+    monkeypatch.setattr(vectors, "rows_at", rows_at)
+    texts = _ids(PLACED)
+    hits = chat.search("What did Ana do with the kids on the weekend?", 3, session="c1")
+    answer = texts["Ana: We went camping by the lake and grilled fish, it was great."]
+    assert answer in {h.event_id for h in hits} and all(h.memory.text for h in hits)
+    best, *final = asked
+    rest = [h.memory.memory_id for h in hits if h.memory.memory_id not in best]
+    assert final == ([rest] if rest else [])  # never a row read twice, no empty read
+    assert len(hits) == 3 and len(best) == 3
