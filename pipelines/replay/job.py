@@ -168,12 +168,39 @@ def _run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | 
     tracker = ProgressTracker(bounds, time.monotonic())
     job_started = time.monotonic()
     final = _drive(_build(rt, settings, bounds, config), tracker, on_progress, every_s, rt)
+    _wait_released(spec.into)
     job_s = time.monotonic() - job_started
     log.info("replay: %d offsets in %.1f s (%.0f/s), %d applied, %d forgotten, "
              "%d dead letters", bounds.total(), job_s, bounds.total() / job_s,
              final.applied if final else 0, final.forgotten if final else 0,
              final.dead_letters if final else 0)
     return ReplayResult(bounds, final, time.monotonic() - started, job_s)
+
+
+RELEASE_WAIT_S = 60.0
+
+
+def _wait_released(into: Path) -> None:
+    """Wait until the writer's process has let go of the DuckDB file. PyFlink may report the
+    job finished while a Python worker process is still closing its stores (a clean-clone CI
+    run opened them for the verify at that moment and got ``StoreLockedError``: "Conflicting
+    lock is held in ... python3.11"). Only a lock held by another process is waited for, at
+    most :data:`RELEASE_WAIT_S`; any other answer returns at once."""
+    import duckdb
+
+    from memstack.pipelines.stores.layout import DUCKDB_FILE
+
+    path, deadline = into / DUCKDB_FILE, time.monotonic() + RELEASE_WAIT_S
+    while path.exists():
+        try:
+            duckdb.connect(str(path), read_only=True).close()
+            return
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                return  # not a writer still closing; whoever opens the stores next says why
+            time.sleep(0.05)
+        except duckdb.Error:
+            return
 
 
 def _writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
