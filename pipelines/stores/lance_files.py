@@ -92,12 +92,17 @@ def compact_small(uri: str, fragment_rows: int,
     return retrying("compaction", attempt)
 
 
-def indexed_fragments(dataset: Any) -> set[int]:
-    """The fragments some index segment covers."""
+def index_segments(dataset: Any) -> list[dict[str, Any]]:
+    """Every segment of every index (name, uuid, version, fragment_ids), as Lance lists them."""
     with warnings.catch_warnings():
         # list_indices is deprecated for describe_indices, which does not list segments
         warnings.simplefilter("ignore", DeprecationWarning)
-        return {int(f) for index in dataset.list_indices() for f in index["fragment_ids"]}
+        return list(dataset.list_indices())
+
+
+def indexed_fragments(dataset: Any) -> set[int]:
+    """The fragments some index segment covers."""
+    return {int(f) for index in index_segments(dataset) for f in index["fragment_ids"]}
 
 
 def drop_versions(uri: str, older_than: timedelta, *, unreferenced: bool = False) -> int:

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memstack.pipelines.stores.lance_files import compact_small, latest, retrying
+from memstack.pipelines.stores.lance_files import (
+    compact_small,
+    index_segments,
+    latest,
+    retrying,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +73,7 @@ def segments(dataset: Any) -> dict[str, list[Segment]]:
     the order Lance merges in). Rows count every row of the covered fragments, deleted ones
     included: what a merge reads."""
     rows = {f.fragment_id: int(f.metadata.physical_rows) for f in dataset.get_fragments()}
-    with warnings.catch_warnings():
-        # list_indices is deprecated for describe_indices, which does not list segments
-        warnings.simplefilter("ignore", DeprecationWarning)
-        indices = dataset.list_indices()
+    indices = index_segments(dataset)
     out: dict[str, list[Segment]] = {}
     for index in sorted(indices, key=lambda i: int(i["version"])):
         covered = frozenset(int(f) for f in index["fragment_ids"])
