@@ -39,7 +39,7 @@ shift
 if [ $# -gt 0 ]; then
     exec "$py" -m pytest -q "$@"
 fi
-side=(tests/faults tests/recovery tests/shards tests/integration/test_replay_cluster.py)
+side=(tests/faults tests/recovery tests/shards tests/readers tests/integration/test_replay_cluster.py)
 # The Ray drivers last, in this order (pytest keeps it): the local ones, then the driver that
 # joins a two-node cluster, as the lane ended before.
 side+=(tests/jobs/eval/test_openproblems.py tests/consolidation/test_ray_resume.py

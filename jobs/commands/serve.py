@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ready-max-lag", type=int, default=1000, metavar="RECORDS",
                    help="/readyz answers 503 while the stores are more records behind the log "
                         "than this (default 1000)")
+    p.add_argument("--readers", type=int, default=0, metavar="N",
+                   help="reader processes answering reads over published snapshots, so "
+                        "reads take no CPU from the writer's process (default 0: reads run "
+                        "in the service's process; docs/service.md, \"Reader processes\")")
     p.add_argument("--read-only", action="store_true",
                    help="no worker: serve reads over --stores, opened read-only")
     p.add_argument("--openapi", type=Path, metavar="PATH",
@@ -69,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.read_only:
         return _read_only(args, settings)
+    if args.readers < 0:
+        raise SystemExit("memstack serve: --readers must be 0 or more")
     from memstack.foundation.errors import MemstackError
     from memstack.jobs.service import ServiceOptions, exit_after, run_service
 
@@ -76,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                              after_timeout_s=args.after_timeout, max_events=args.max_events,
                              max_bytes=args.max_bytes, read_concurrency=args.read_concurrency,
                              search_concurrency=args.search_concurrency,
-                             ready_max_lag=args.ready_max_lag)
+                             ready_max_lag=args.ready_max_lag, readers=args.readers)
     code = 1
     try:
         code = run_service(settings, options)

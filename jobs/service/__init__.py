@@ -15,12 +15,9 @@ import logging
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from memstack.foundation.errors import MemstackError
 from memstack.foundation.log_coordinates import Position
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import (
@@ -38,11 +34,16 @@ from memstack.jobs.run import (
 )
 from memstack.jobs.service.file import service_file
 from memstack.jobs.service.listen import KEEP_ALIVE_S, bound_socket
+from memstack.jobs.service.spawn import ServiceStartError, spawn_service
+
+__all__ = ["DEFAULT_PORT", "ServiceOptions", "ServiceStartError", "exit_after", "openapi_app",
+           "run_service", "spawn_service"]
 from memstack.jobs.service.switch import attach_switcher
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from memstack.jobs.service.readers import ReadersOfWriter
     from memstack.pipelines.consolidation.feeding import FeedStep
     from memstack.pipelines.faust_app import LiveApp
     from memstack.pipelines.metrics import LiveMetrics
@@ -69,6 +70,9 @@ class ServiceOptions:
     search_concurrency: int = 1
     ready_max_lag: int = 1000
     """``/readyz`` answers 503 while the stores are more records behind the log than this."""
+    readers: int = 0
+    """Reader processes answering the reads over published snapshots (0: reads run in this
+    process; docs/service.md, "Reader processes")."""
 
 
 class _Server(uvicorn.Server):
@@ -235,7 +239,8 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     keys = LiveApiKeys()  # fails before starting anything when no keys are configured
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
                                         settings.dlq_topic])
-    with take_lease(settings, options.run), bound_socket(options.host, options.port) as sock:
+    with take_lease(settings, options.run), bound_socket(
+            options.host, options.port, shared=options.readers > 0) as sock:
         return _serve(settings, options, keys, sock)
 
 
@@ -251,11 +256,17 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
     client = MemoryClient("_service", "memstack-http", settings=settings, source="memstack-http",
                           tracer_provider=False)  # the routes' spans stand for its writes
     metrics = None
+    readers = None
+    stack = ExitStack()
     try:
         live = build_live_app(settings, options.run.live_config(), path,
                               forgetting=_live_forgetting(settings, directory, path),
                               stateful=path)
         service = _live_service(settings, options, live, client, base)
+        public, listen = sock, [sock]
+        if options.readers > 0:
+            listen = [stack.enter_context(bound_socket("127.0.0.1", 0))]
+            readers = _readers(settings, options, public, live, base, service)
         attach_switcher(settings, live, path, service.forgets, service_file(settings))
         app = create_app(lambda: base.stores, keys=keys, encoder=base.encoder, service=service,
                          mcp_host=options.host)
@@ -264,13 +275,17 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
                                         log_level="warning", lifespan="off", log_config=None,
                                         timeout_graceful_shutdown=10,  # logs: the root's
                                         timeout_keep_alive=KEEP_ALIVE_S))
-        live.app.service(_http_service(server, _announce(settings, directory,
-                                                         base.encoder.name, service.health),
-                                       [sock], service.watch.drain))
+        live.app.service(_http_service(
+            server, _announce(settings, directory, base.encoder.name, service.health,
+                              public, readers),
+            listen, _draining(service.watch, readers)))
         code = run_worker(live)
         if not server.started:  # the worker stopped before the API listened: not a clean stop
             code = max(code, 1)
     finally:
+        if readers is not None:
+            readers.stop()
+        stack.close()
         service_file(settings).unlink(missing_ok=True)
         if metrics is not None:
             metrics.close()
@@ -316,20 +331,54 @@ def _observed(app: FastAPI, live: LiveApp, feed: FeedStep | None,
 
 
 def _announce(settings: Settings, directory: Path, encoder: str,
-              health: ServiceHealth | None = None) -> Any:
+              health: ServiceHealth | None = None, public: socket.socket | None = None,
+              readers: ReadersOfWriter | None = None) -> Any:
     def listening(server: _Server) -> None:
         if health is not None:
             health.started = True
-        host, port = server.servers[0].sockets[0].getsockname()[:2]
-        url = f"http://{host}:{port}"
+        url = _url(server.servers[0].sockets[0])
+        found: dict[str, Any] = {"url": url}
+        if readers is not None and public is not None:
+            readers.start(url)  # the writer's own port: where the readers forward writes
+            url = _url(public)
+            found = {"url": url, "writer_url": found["url"],
+                     "readers": readers.processes.pids()}
         path = service_file(settings)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "stores": str(directory),
+        tmp.write_text(json.dumps({**found, "pid": os.getpid(), "stores": str(directory),
                                    "topic_prefix": settings.topic_prefix, "encoder": encoder}))
         os.replace(tmp, path)
         log.info("memstack service ready at %s (stores %s); reads, writes and forgets over "
                  "HTTP, docs at %s/docs", url, directory, url)
     return listening
+
+
+def _url(sock: Any) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{host}:{port}"
+
+
+def _draining(watch: AppliedWatch, readers: ReadersOfWriter | None) -> Callable[[], None]:
+    def draining() -> None:
+        watch.drain()
+        if readers is not None:
+            readers.draining()
+    return draining
+
+
+def _readers(settings: Settings, options: ServiceOptions, public: socket.socket,
+             live: LiveApp, base: StoreProjector, service: LiveService) -> ReadersOfWriter:
+    from memstack.jobs.service.readers import ReadersOfWriter
+
+    readers = ReadersOfWriter.of(
+        settings, options.readers, public, lambda: base.stores.events, service.watch.applied,
+        _partition_counts(settings),
+        ["--host", options.host, "--after-timeout", str(options.after_timeout_s),
+         "--read-concurrency", str(options.read_concurrency),
+         "--search-concurrency", str(options.search_concurrency)])
+    live.on_committed.append(readers.wake)
+    live.on_forgot.append(readers.wake)
+    return readers
 
 
 def openapi_app() -> FastAPI:
@@ -344,33 +393,3 @@ def openapi_app() -> FastAPI:
     app = create_app(unused, keys=ApiKeys(()))
     add_service_routes(app)
     return app
-
-
-def spawn_service(settings: Settings, log_path: Path, *extra: str,
-                  env: dict[str, str] | None = None,
-                  timeout_s: float = 180.0) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``memstack serve --port 0 [extra]`` as a child (tests, benchmarks) and wait until
-    it announced its URL in ``service.json``; its log goes to ``log_path``."""
-    from memstack.jobs.run import worker_env
-
-    path = service_file(settings)
-    path.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "memstack.cli", "serve", "--port", "0", *extra]
-    with log_path.open("ab") as out:
-        child = subprocess.Popen(argv, env={**worker_env(settings), **(env or {})},
-                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise ServiceStartError(f"memstack serve exited {child.returncode}:\n"
-                                    + log_path.read_text(errors="replace")[-3000:])
-        if path.exists():
-            return child, str(json.loads(path.read_text())["url"])
-        time.sleep(0.2)
-    child.kill()
-    raise ServiceStartError(f"memstack serve did not announce itself in {timeout_s:.0f} s:\n"
-                            + log_path.read_text(errors="replace")[-3000:])
-
-
-class ServiceStartError(MemstackError):
-    """``memstack serve`` did not come up; the message ends with its log."""

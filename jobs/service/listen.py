@@ -21,15 +21,21 @@ class PortTakenError(MemstackError):
 
 
 @contextmanager
-def bound_socket(host: str, port: int) -> Iterator[socket.socket]:
+def bound_socket(host: str, port: int, *, shared: bool = False) -> Iterator[socket.socket]:
     """A socket listening on ``host:port`` (uvicorn serves it once the worker is ready;
     connections wait in the backlog until then), closed on leaving; :class:`PortTakenError`
     when the port is taken. Listening at once holds the port: two sockets with SO_REUSEADDR
-    may both be bound to one port until one listens."""
+    may both be bound to one port until one listens.
+
+    ``shared`` (reader processes): SO_REUSEPORT too, so that a restarted writer can listen
+    beside the readers a killed one left serving (they stop once its own readers serve). A
+    second service is kept out by the deployment's lease, taken before the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio: NODELAY
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
         sock.listen(2048)
     except OSError as exc:

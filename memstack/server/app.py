@@ -7,7 +7,9 @@ called per request), so it can be
   returning its open :class:`Stores` (reads run on their own cursors while batches commit), or
 - served standalone by ``memstack serve --read-only --stores DIR`` over stores no one writes.
 
-``memstack serve`` passes a :class:`LiveService` (``service=``): then the read routes accept
+``memstack serve`` passes a :class:`LiveService` (``service=``; a reader process of ``memstack
+serve --readers N`` passes its view of the published snapshots, and ``write_routes=False``:
+it forwards those to the writer, ``memstack.server.forward``): then the read routes accept
 ``after=<position token>`` and wait for the stores to apply it, reads hold the stores' gate
 shared (a forget takes it alone), and the write, forget and change-feed routes are added
 (``memstack.server.routes``).
@@ -35,7 +37,7 @@ from memstack.server.problems import install_problem_handlers, problem_responses
 
 if TYPE_CHECKING:
     from memstack.pipelines.embedding import Encoder
-    from memstack.pipelines.service.parts import LiveService
+    from memstack.pipelines.service.parts import ReadSide
     from memstack.pipelines.stores.bundle import Stores
     from memstack.view.context import ContextSource
 
@@ -53,7 +55,8 @@ READ_ERRORS = problem_responses(401, 403, 422, 500, 503, 504)
 def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
                encoder: Encoder | None = None,
                context_sources: Sequence[ContextSource] | None = None,
-               service: LiveService | None = None, mcp_host: str = "127.0.0.1") -> FastAPI:
+               service: ReadSide | None = None, mcp_host: str = "127.0.0.1",
+               write_routes: bool = True) -> FastAPI:
     """The app; ``keys`` default to :meth:`ApiKeys.from_env` (read once, here).
 
     The MCP server is mounted at ``/mcp`` (docs/mcp.md); ``mcp_host`` is the host the service
@@ -69,7 +72,7 @@ def create_app(stores_provider: StoresProvider, *, keys: ApiKeys | None = None,
     app.state.context_sources = context_sources
     app.state.service = service
     _routes(app)
-    if service is not None:
+    if service is not None and write_routes:
         from memstack.server.routes import add_service_routes
 
         add_service_routes(app)
@@ -113,7 +116,7 @@ PROBE_RESPONSES: dict[int | str, dict[str, Any]] = {503: {
 def _health(request: Request) -> JSONResponse:
     """Liveness: 200 ``ok``, or 503 ``failing`` when the service acknowledges writes it cannot
     apply (the body names the partitions, their offsets and the lag); cheap, in memory."""
-    service: LiveService | None = request.app.state.service
+    service: ReadSide | None = request.app.state.service
     if service is None:
         return JSONResponse({"status": "ok"})
     body: dict[str, Any] = {"status": "ok"}
@@ -129,7 +132,7 @@ def _health(request: Request) -> JSONResponse:
 def _ready(request: Request) -> JSONResponse:
     """Readiness for load balancers: 200 only when started, caught up enough and not
     draining; 503 otherwise, with the reasons."""
-    service: LiveService | None = request.app.state.service
+    service: ReadSide | None = request.app.state.service
     if service is None or service.health is None:
         return JSONResponse({"status": "ready"})
     body = service.health.report().readyz()

@@ -26,7 +26,7 @@ from memstack.view.ops import execute
 from memstack.view.reads import MAX_NAME, MAX_TEXT, MAX_TOKEN, READS
 
 if TYPE_CHECKING:
-    from memstack.pipelines.service.parts import LiveService
+    from memstack.pipelines.service.parts import ReadSide
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ async def caught_up(request: Request, after: After = None) -> Position | None:
     """A dependency: wait until the stores applied ``after`` (422 malformed, 504 too slow)."""
     if not after:
         return None
-    service: LiveService | None = request.app.state.service
+    service: ReadSide | None = request.app.state.service
     if service is None:
         raise invalid("after", "needs the live service (`memstack serve`); this server reads "
                                "stores no one writes")
@@ -105,7 +105,7 @@ class Reader:
     def call(self, read: Callable[[MemoryView], Any], *, heavy: bool = False) -> Any:
         """``read(view)`` under the stores gate (``heavy``: counts as a search)."""
         state = self.request.app.state
-        service: LiveService | None = state.service
+        service: ReadSide | None = state.service
         gate: AbstractContextManager[None] = (service.gate.reading(heavy)
                                               if service is not None else nullcontext())
         with gate:

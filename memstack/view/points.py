@@ -217,6 +217,27 @@ class FactPoints:
             self._owner_rebuilt = max(OWNER_FLOOR, len(self._owner))
         return subject
 
+    def carried(self, subjects: Collection[Key] | None, ids: Collection[str]) -> FactPoints:
+        """A new index holding what this one holds, less what changed: the ``subjects``
+        touched and the subjects owning the deleted ``ids`` (None: nothing is kept). A reader
+        process moves its index so to a newer snapshot (:mod:`memstack.pipelines.service.
+        snapshots`); the subjects kept read the same in both."""
+        out = FactPoints(self._max, self._max_lineage)
+        if subjects is None:
+            return out
+        with self._lock:
+            gone = set(subjects)
+            owners = [self._owner.get(i) for i in ids]
+            gone.update(key for key in owners if key is not None)
+            for key, held in self._held.items():
+                if key not in gone:
+                    out._held[key] = held
+                    _note(out._owner, key, held)
+            if None not in owners:  # else a row no held subject has: provenances may name it
+                out._lineage = {key: lineage for key, lineage in self._lineage.items()
+                                if lineage.subjects.isdisjoint(gone)}
+        return out
+
     # -- loading -------------------------------------------------------------------------
 
     def _stamp(self) -> int:
@@ -270,6 +291,19 @@ def _entries(events: DuckDBEventIndex, tenant: str, subject: str,
 _INDEXES: weakref.WeakKeyDictionary[DuckDBEventIndex, FactPoints] = (
     weakref.WeakKeyDictionary())
 _INDEXES_LOCK = threading.Lock()
+
+
+def carry_points(old: DuckDBEventIndex, new: DuckDBEventIndex,
+                 subjects: Collection[Key] | None, ids: Collection[str]) -> None:
+    """Give ``new`` (a newer snapshot) the key index of ``old``, less what changed between
+    them (:meth:`FactPoints.carried`); call before anyone reads ``new``."""
+    found = _INDEXES.get(old)
+    if found is None:
+        return
+    carried = found.carried(subjects, ids)
+    with _INDEXES_LOCK:
+        _INDEXES[new] = carried
+    new.on_change(carried.changed)
 
 
 def points_of(events: DuckDBEventIndex) -> FactPoints:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from memstack.pipelines.service.changes import ChangeFeed
 from memstack.pipelines.service.forgets import ForgetDesk
@@ -34,3 +36,44 @@ class LiveService:
     and every forget answer report it (:attr:`Settings.sealing_warning`)."""
     session_state: Callable[[str, str], bytes | None] | None = None
     """A session's current state snapshot by ``(tenant, session)`` (None: no state kept)."""
+
+
+class HealthView(Protocol):
+    def healthz(self) -> dict[str, Any]: ...
+
+    def readyz(self) -> dict[str, Any]: ...
+
+
+class HealthSource(Protocol):
+    def report(self) -> HealthView: ...
+
+
+class ReadGate(Protocol):
+    def reading(self, heavy: bool = False) -> AbstractContextManager[None]: ...
+
+
+class ReadSide(Protocol):
+    """What the read routes need of the process they run in: the writer's
+    :class:`LiveService`, or a reader process's view of the published snapshots
+    (``memstack serve --readers N``)."""
+
+    @property
+    def watch(self) -> AppliedWatch: ...
+
+    @property
+    def gate(self) -> ReadGate: ...
+
+    @property
+    def limits(self) -> WriteLimits: ...
+
+    @property
+    def after_timeout_s(self) -> float: ...
+
+    @property
+    def health(self) -> HealthSource | None: ...
+
+    @property
+    def sealing_warning(self) -> str | None: ...
+
+    @property
+    def session_state(self) -> Callable[[str, str], bytes | None] | None: ...

@@ -2,21 +2,19 @@
 
 One writer per file (DuckDB locks it per process). Inside the writer process, reads run on
 their own cursors (MVCC snapshots) while batches commit; other processes open a published
-snapshot read-only (:meth:`DuckDBEventIndex.publish_snapshot`). See docs/stores.md.
+snapshot read-only (:mod:`memstack.pipelines.stores.duckdb_snapshot`). See docs/stores.md.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -48,6 +46,10 @@ log = logging.getLogger(__name__)
 APPLY = "apply"
 """The writer's batch commit (:meth:`DuckDBEventIndex.apply`), the one write whose effect
 its listeners are told row by row."""
+SNAPSHOT = "publish_snapshot"
+"""A copy for readers (:mod:`memstack.pipelines.stores.duckdb_snapshot`): it changes no row,
+so the listeners are not told."""
+T = TypeVar("T")
 ChangeListener = Callable[[Sequence[Mutation] | None], None]
 """Told after each write this index committed: the batch's mutations (:meth:`apply`), or
 None after any other write (a forget's erase, a purge: anything may have changed)."""
@@ -146,16 +148,20 @@ class DuckDBEventIndex:
     ) -> ApplyResult:
         """Write rows and offsets in one transaction; offsets only ever move forward. Once
         committed, the listeners (:meth:`on_change`) are told the mutations."""
-        with self.transaction(APPLY) as con:
-            result = self.write(con, mutations, next_offsets, topic=topic)
-        self._changed(mutations)
+        with self.exclusive(APPLY) as con:
+            with _committed(con):
+                result = self.write(con, mutations, next_offsets, topic=topic)
+            self._changed(mutations)  # under the lock: a snapshot copied under it agrees
         return result
 
     def on_change(self, listener: ChangeListener) -> None:
         """Call ``listener`` after each write committed through this index (in the writer's
         thread, before :meth:`apply` returns): with the batch's mutations, or None after any
         other transaction or exclusive use (a forget's erase, a purge), even a failed one.
-        Key indexes kept beside the tables (``memstack.view.points``) follow the writes so."""
+        Key indexes kept beside the tables (``memstack.view.points``) follow the writes so.
+        Listeners run under the index's lock, so whatever a snapshot copies under it
+        (:func:`memstack.pipelines.stores.duckdb_snapshot.publish_snapshot`) the listeners have
+        been told: keep them short."""
         self._listeners.append(listener)
 
     def _changed(self, mutations: Sequence[Mutation] | None) -> None:
@@ -188,29 +194,24 @@ class DuckDBEventIndex:
     @contextmanager
     def exclusive(self, operation: str) -> Iterator[duckdb.DuckDBPyConnection]:
         """The writer's connection under its lock, outside a transaction (``CHECKPOINT``);
-        the listeners are told (None) afterwards, unless it is :meth:`apply`'s."""
+        the listeners are told (None) afterwards, still under the lock, unless it is
+        :meth:`apply`'s (which tells them its mutations) or a snapshot's."""
         self._writable(operation)
-        try:
-            with self._lock, translated(operation, str(self._path)):
-                yield self._con
-        finally:
-            if operation != APPLY:
-                self._changed(None)
+        with self._lock:
+            try:
+                with translated(operation, str(self._path)):
+                    yield self._con
+            finally:
+                if operation not in (APPLY, SNAPSHOT):
+                    self._changed(None)
 
     @contextmanager
     def transaction(self, operation: str) -> Iterator[duckdb.DuckDBPyConnection]:
         """One write transaction on the writer's connection, under its lock: committed when the
         block returns, rolled back when it raises. The forget store erases through this, so
         that blanking, fact recomputation and deletes of one request commit together."""
-        with self.exclusive(operation) as con:
-            con.begin()
-            try:
-                yield con
-                con.commit()
-            except BaseException:
-                with suppress(duckdb.Error):  # a failed commit has ended the transaction
-                    con.rollback()
-                raise
+        with self.exclusive(operation) as con, _committed(con):
+            yield con
 
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, how: str) -> None:
@@ -239,23 +240,6 @@ class DuckDBEventIndex:
             )
         finally:
             con.unregister("_offsets")
-
-    def publish_snapshot(self, path: Path) -> Path:
-        """Checkpoint and atomically copy the file to ``path``, for readers in other processes.
-
-        Readers open the snapshot with ``DuckDBEventIndex(path, read_only=True)``; a reader that
-        has an older snapshot open keeps reading it until it reopens.
-        """
-        self._writable("publish_snapshot")
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        with self._lock, translated("publish_snapshot", str(self._path)):
-            self._con.execute("CHECKPOINT")
-            shutil.copyfile(self._path, tmp)
-        os.replace(tmp, target)
-        log.info("published DuckDB snapshot %s", target)
-        return target
 
     def close(self) -> None:
         with self._lock:
@@ -391,3 +375,17 @@ class DuckDBEventIndex:
     def content_hash(self) -> str:
         hashes = self.content_hashes()
         return arrow.combine(hashes)
+
+
+@contextmanager
+def _committed(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction on ``con``: committed when the block returns, rolled back when it
+    raises."""
+    con.begin()
+    try:
+        yield
+        con.commit()
+    except BaseException:
+        with suppress(duckdb.Error):  # a failed commit has ended the transaction
+            con.rollback()
+        raise

@@ -17,7 +17,8 @@ class StoreLockedError(StoreError):
     """Another process holds the DuckDB file for writing (DuckDB allows one writer process).
 
     Query through the live worker's service, or open a published read snapshot
-    (``DuckDBEventIndex.publish_snapshot``) read-only; stop the other writer to write here.
+    (``memstack.pipelines.stores.duckdb_snapshot.publish_snapshot``) read-only; stop the
+    other writer to write here.
     """
 
 

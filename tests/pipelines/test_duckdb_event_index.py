@@ -15,6 +15,7 @@ import pytest
 from memstack.pipelines.stores.base import EventIndex
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.pipelines.stores.duckdb_schema import by_subject
+from memstack.pipelines.stores.duckdb_snapshot import publish_snapshot
 from memstack.pipelines.stores.errors import (
     StoreLockedError,
     StoreNotFoundError,
@@ -48,7 +49,8 @@ def test_a_published_snapshot_is_readable_read_only_while_the_writer_goes_on(
     writer = DuckDBEventIndex(tmp_path / "live.duckdb")
     b = builder()
     writer.apply(mutations(conversation(b, "s1", 3)), {0: 3}, topic=TOPIC)
-    snap = writer.publish_snapshot(tmp_path / "snap" / "memstack.duckdb")
+    snap = tmp_path / "snap" / "memstack.duckdb"
+    publish_snapshot(writer, snap)
     writer.apply(mutations(conversation(b, "s1", 2, start=3)), {0: 5}, topic=TOPIC)
     reader = DuckDBEventIndex(snap, read_only=True)
     try:
@@ -56,13 +58,34 @@ def test_a_published_snapshot_is_readable_read_only_while_the_writer_goes_on(
         assert reader.applied_offsets(TOPIC) == {0: 3}
         with pytest.raises(StoreReadOnlyError):
             reader.apply([], {0: 9}, topic=TOPIC)
-        writer.publish_snapshot(snap)  # replaces the file atomically; open readers keep theirs
+        publish_snapshot(writer, snap)  # replaces the file atomically; open readers keep theirs
         assert reader.counts()["records"] == 3
         reader.close()  # DuckDB shares one instance per path in a process: close, then reopen
         reader = DuckDBEventIndex(snap, read_only=True)
         assert reader.counts()["records"] == 5
     finally:
         reader.close()
+        writer.close()
+
+
+def test_a_snapshot_capture_sees_every_batch_the_copy_holds_told_to_the_listeners(
+    tmp_path: Path,
+) -> None:
+    """Listeners run under the lock the copy takes: what ``capture`` reads of them (the
+    subjects a batch changed) covers every batch in the copy, and the copy drops nothing."""
+    writer = DuckDBEventIndex(tmp_path / "live.duckdb")
+    told: list[int | None] = []
+    writer.on_change(lambda m: told.append(None if m is None else len(m)))
+    b = builder()
+    try:
+        writer.apply(mutations(conversation(b, "s1", 3)), {0: 3}, topic=TOPIC)
+        seen = publish_snapshot(writer, tmp_path / "snap.duckdb", lambda: list(told))
+        assert seen == told and len(told) == 1 and told[0]  # told before the copy, not after
+        reader = DuckDBEventIndex(tmp_path / "snap.duckdb", read_only=True)
+        assert reader.applied_offsets(TOPIC) == {0: 3}
+        reader.close()
+        assert None not in told  # a snapshot is not a write: held key indexes stay
+    finally:
         writer.close()
 
 

@@ -36,7 +36,6 @@ ingest <= 2/10 ms, search p50 under ingest <= 30 ms, write_to_read_p99_s <= 0.5.
 from __future__ import annotations
 
 import os
-import signal
 import statistics
 from typing import Any
 
@@ -45,10 +44,9 @@ import numpy as np
 
 from memstack.foundation.settings import Settings
 from memstack.jobs.bench.broker_env import scratch_deployment
-from memstack.jobs.bench.service import cost
+from memstack.jobs.bench.service import cost, scaling
 from memstack.jobs.bench.service.load import (
     KEY,
-    TENANT,
     Readers,
     bench_event,
     facts_of,
@@ -61,6 +59,9 @@ from memstack.jobs.bench.service.load import (
 from memstack.jobs.bench.service.open_loop import OpenLoad, Stream
 from memstack.jobs.measure import Report, Result
 
+DEFAULT_READERS = 0
+"""Reader processes of the main run (``MEMSTACK_BENCH_READERS`` overrides): the service's
+default, so the headline is what a user gets without flags."""
 FACTS_RATE = 200.0
 SEARCH_RATE = 20.0
 WARM = 96
@@ -68,29 +69,27 @@ WARM = 96
 
 def run(quick: bool, report: Report) -> Result:
     burst, paced, reads = (256, 60, 500) if quick else (1024, 300, 3000)
+    readers = int(os.environ.get("MEMSTACK_BENCH_READERS", str(DEFAULT_READERS)))
     with scratch_deployment(Settings.from_env()) as settings:
-        return _measure(settings, burst, paced, reads, report)
+        result = _measure(settings, readers, burst, paced, reads, report)
+        result.figures |= scaling.read_scaling(settings, 3.0 if quick else 10.0, report)
+        return result
 
 
-def _measure(settings: Settings, burst: int, paced: int, reads: int, report: Report) -> Result:
-    from memstack.jobs.service import spawn_service
-
-    log = settings.home / "serve.log"
+def _measure(settings: Settings, readers: int, burst: int, paced: int, reads: int,
+             report: Report) -> Result:
     extra = os.environ.get("MEMSTACK_BENCH_SERVE_ARGS", "").split()
-    child, url = spawn_service(settings, log, "--after-timeout", "300", *extra,
-                               env={"MEMSTACK_API_KEYS": f"{KEY}:{TENANT}"})
-    report("service at %s (pid %d, log %s)", url, child.pid, log)
-    try:
+    with scaling.served(settings, readers, "--after-timeout", "300", *extra) as (url, pids):
+        report("service at %s (processes %s, %d reader(s))", url, pids(), readers)
         with httpx.Client(base_url=url, timeout=300.0,
                           headers={"Authorization": f"Bearer {KEY}"},
                           limits=httpx.Limits(max_connections=64)) as client:
-            return _phases(client, child.pid, burst, paced, reads, report)
-    finally:
-        child.send_signal(signal.SIGTERM)
-        child.wait(120)
+            result = _phases(client, pids, burst, paced, reads, report)
+    result.figures["readers"] = float(readers)
+    return result
 
 
-def _phases(client: httpx.Client, pid: int, burst: int, paced: int, reads: int,
+def _phases(client: httpx.Client, pid: cost.Pids, burst: int, paced: int, reads: int,
             report: Report) -> Result:
     sample = texts(6 * burst + paced + WARM)
     ingest(client, [bench_event(i, sample[i]) for i in range(WARM)])  # Lance, indexes, the model
@@ -131,7 +130,8 @@ def _phases(client: httpx.Client, pid: int, burst: int, paced: int, reads: int,
     return Result("service", figures, ratio=open_rate / alone)
 
 
-def _costs(client: httpx.Client, pid: int, reads: int, report: Report) -> dict[str, float]:
+def _costs(client: httpx.Client, pid: cost.Pids, reads: int,
+           report: Report) -> dict[str, float]:
     facts = cost.facts_cost(client, pid, reads)
     report("facts: %.3f ms CPU per read (idle %.1f ms/s), p50 %.2f ms", facts.cpu_ms,
            facts.idle_ms_per_s, facts.p50_ms)

@@ -1,9 +1,10 @@
 """What one read costs the service: its CPU from ``/proc/<pid>/stat``, idle background out.
 
 The service is one process (``memstack serve``: the worker, the HTTP API, the encoder's
-threads), so its ``utime + stime`` over many sequential keep-alive reads, less what it burns
-idle over the same time (measured just before, over :data:`IDLE_S`), divided by the reads, is
-the CPU one read takes from the cores the writer needs, HTTP included.
+threads), or that process and its reader processes (``--readers N``): the ``utime + stime`` of
+them all over many sequential keep-alive reads, less what they burn idle over the same time
+(measured just before, over :data:`IDLE_S`), divided by the reads, is the CPU one read takes
+from the machine's cores, HTTP included.
 
 A search embeds its text first. ``search_cpu_ms`` leaves that out: every search of the run asks
 a text never asked before (the service's encoder caches texts), and the same texts are embedded
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -28,9 +29,13 @@ IDLE_S = 2.0
 """How long the service's idle background is measured before each cost phase."""
 
 
-def cpu_s(pid: int) -> float:
-    """The process's CPU seconds so far (user + system, every thread); it must be running."""
-    return stat_cpu_s(f"/proc/{pid}/stat")
+Pids = Callable[[], Sequence[int]]
+"""The service's processes now (the writer, and its readers: a restarted reader is a new pid)."""
+
+
+def cpu_s(pids: Sequence[int]) -> float:
+    """The processes' CPU seconds so far (user + system, every thread); they must run."""
+    return sum(stat_cpu_s(f"/proc/{pid}/stat") for pid in pids)
 
 
 @dataclass(frozen=True)
@@ -42,23 +47,24 @@ class Cost:
     idle_ms_per_s: float
 
 
-def measure(pid: int, reads: int, read: Callable[[int], httpx.Response]) -> Cost:
+def measure(pids_of: Pids, reads: int, read: Callable[[int], httpx.Response]) -> Cost:
     """``reads`` sequential calls of ``read(i)``; each must answer 200."""
-    before = cpu_s(pid)
+    pids = pids_of()
+    before = cpu_s(pids)
     time.sleep(IDLE_S)
-    idle = (cpu_s(pid) - before) / IDLE_S
+    idle = (cpu_s(pids) - before) / IDLE_S
     latencies = []
-    started, before = time.perf_counter(), cpu_s(pid)
+    started, before = time.perf_counter(), cpu_s(pids)
     for i in range(reads):
         t = time.perf_counter()
         read(i).raise_for_status()
         latencies.append((time.perf_counter() - t) * 1000)
-    elapsed, used = time.perf_counter() - started, cpu_s(pid) - before
+    elapsed, used = time.perf_counter() - started, cpu_s(pids) - before
     return Cost(1000 * max(0.0, used - idle * elapsed) / reads, statistics.median(latencies),
                 1000 * idle)
 
 
-def facts_cost(client: httpx.Client, pid: int, reads: int) -> Cost:
+def facts_cost(client: httpx.Client, pid: Pids, reads: int) -> Cost:
     """A subject's current facts, the subjects in turn (each read once before)."""
     for i in range(FACT_SUBJECTS):
         facts_of(client, i).raise_for_status()
@@ -83,7 +89,7 @@ def encoding_cpu_ms(texts: list[str]) -> float:
     return 1000 * (time.process_time() - before) / len(texts)
 
 
-def search_cost(client: httpx.Client, pid: int, reads: int) -> tuple[Cost, float]:
+def search_cost(client: httpx.Client, pid: Pids, reads: int) -> tuple[Cost, float]:
     """Hybrid searches of new texts: their cost, and the encoding's CPU per text."""
     search(client, "warm the search path up").raise_for_status()
     texts = search_texts(reads, "cost")
