@@ -84,6 +84,12 @@ class SnapshotManifest:
     writer_url: str | None
     """Where the writer takes writes, forgets and the change feed."""
     writer_pid: int
+    bytes: int = 0
+    """The snapshot's size (its DuckDB file)."""
+    published: int = 0
+    """Snapshots this writer published so far, this one included."""
+    copy_s: float = 0.0
+    """Their checkpoints and copies together, seconds (what publishing cost the writer)."""
 
     @property
     def covers(self) -> Position:
@@ -238,16 +244,17 @@ class SnapshotPublisher:
         position, (subjects, ids) = captured
         erased = subjects is None and self._last is not None
         self.copy_seconds += time.perf_counter() - started
+        self.published += 1
         now = time.time()
         manifest = SnapshotManifest(
             seq, name, str(events.path.parent), position.token, self._partitions,
             self._last.seq if self._last is not None else 0, subjects, ids, now, now,
-            self.writer_url, os.getpid())
+            self.writer_url, os.getpid(), (self.directory / name).stat().st_size,
+            self.published, round(self.copy_seconds, 6))
         manifest.write(self.directory)
         if self._last is not None:
             self._retired.append((time.monotonic(), self.directory / self._last.duckdb))
         self._last = manifest
-        self.published += 1
         self._remove_retired(everything=erased)
         return manifest
 

@@ -85,7 +85,7 @@ def _measure(settings: Settings, readers: int, burst: int, paced: int, reads: in
                           headers={"Authorization": f"Bearer {KEY}"},
                           limits=httpx.Limits(max_connections=64)) as client:
             result = _phases(client, pids, burst, paced, reads, report)
-    result.figures["readers"] = float(readers)
+    result.figures |= {"readers": float(readers), **scaling.publishing}
     return result
 
 

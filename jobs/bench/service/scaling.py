@@ -24,6 +24,21 @@ from memstack.jobs.bench.service.load import KEY, TENANT, facts_of
 from memstack.jobs.measure import Report
 
 CLIENTS = 6
+publishing: dict[str, float] = {}
+"""What publishing snapshots cost the writer of the last :func:`served` with readers (read
+from its manifest as it stopped): ``snapshots_published``, ``snapshot_ms_mean`` (checkpoint and
+copy, under the index's lock: commits wait meanwhile) and ``snapshot_mb`` (the last one)."""
+
+
+def _publishing(settings: Settings) -> dict[str, float]:
+    from memstack.pipelines.service.snapshots import read_manifest, snapshot_dir
+
+    found = read_manifest(snapshot_dir(settings))
+    if found is None or not found.published:
+        return {}
+    return {"snapshots_published": float(found.published),
+            "snapshot_ms_mean": 1000 * found.copy_s / found.published,
+            "snapshot_mb": found.bytes / 2**20}
 
 
 @contextmanager
@@ -43,6 +58,7 @@ def served(settings: Settings, readers: int, *extra: str) -> Iterator[tuple[str,
 
     try:
         yield url, pids
+        publishing.update(_publishing(settings))
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(120)
