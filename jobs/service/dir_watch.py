@@ -4,12 +4,12 @@ while nothing happens). Elsewhere, or when inotify is unavailable, a plain timed
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
 import os
 import select
-import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -24,10 +24,13 @@ FALLBACK_POLL_S = 0.01
 
 class DirectoryWatch:
     """``wait(timeout_s)`` returns once something in ``directory`` was written or renamed
-    into it (True), or after ``timeout_s`` (False)."""
+    into it, or :meth:`poke` was called (True), or after ``timeout_s`` (False)."""
 
     def __init__(self, directory: Path) -> None:
         self._fd = -1
+        self._poke_r, self._poke_w = os.pipe()
+        os.set_blocking(self._poke_r, False)
+        os.set_blocking(self._poke_w, False)
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
@@ -47,21 +50,26 @@ class DirectoryWatch:
         """Whether changes wake :meth:`wait` (else it sleeps and says True)."""
         return self._fd >= 0
 
+    def poke(self) -> None:
+        """Wake :meth:`wait` now (from any thread)."""
+        with contextlib.suppress(BlockingIOError):  # already poked
+            os.write(self._poke_w, b"!")
+
     def wait(self, timeout_s: float) -> bool:
+        fds = [self._poke_r] if self._fd < 0 else [self._fd, self._poke_r]
         if self._fd < 0:
-            time.sleep(min(timeout_s, FALLBACK_POLL_S))
-            return True
-        ready, _, _ = select.select([self._fd], [], [], timeout_s)
-        if not ready:
-            return False
-        try:
-            while os.read(self._fd, 65536):
+            timeout_s = min(timeout_s, FALLBACK_POLL_S)
+        ready, _, _ = select.select(fds, [], [], max(0.0, timeout_s))
+        for fd in ready:
+            try:
+                while os.read(fd, 65536):
+                    pass
+            except BlockingIOError:
                 pass
-        except BlockingIOError:
-            pass
-        return True
+        return bool(ready) or self._fd < 0
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        for fd in (self._fd, self._poke_r, self._poke_w):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._poke_r = self._poke_w = -1

@@ -62,6 +62,10 @@ class SnapshotFollower:
         self._lance: tuple[str, LanceVectorIndex] | None = None
         self.heartbeat_at = 0.0
         self.swaps = 0
+        self.newest: SnapshotManifest | None = None
+        """The newest manifest read (maybe not swapped in yet: :attr:`behind`)."""
+        self.behind = False
+        """A newer snapshot than the current one is published."""
         self._seen: tuple[int, int, int] | None = None
 
     # -- requests ------------------------------------------------------------------------
@@ -132,9 +136,10 @@ class SnapshotFollower:
             return False
         return (st.st_ino, st.st_mtime_ns, st.st_size) != self._seen
 
-    def refresh(self) -> bool:
-        """Open the newest manifest's snapshot if it is not the current one; True when a
-        snapshot is current afterwards and it changed."""
+    def refresh(self, swap: bool = True) -> bool:
+        """Read the newest manifest and, with ``swap``, open its snapshot if it is not the
+        current one (without: only note that it is :attr:`behind`); True when the current
+        snapshot changed."""
         try:
             st = (self.directory / MANIFEST).stat()
         except FileNotFoundError:
@@ -144,14 +149,20 @@ class SnapshotFollower:
             return False
         self._seen = (st.st_ino, st.st_mtime_ns, st.st_size)
         self.heartbeat_at = manifest.heartbeat_at
+        self.newest = manifest
         current = self._current
         if current is not None and (current.manifest.seq == manifest.seq
                                     and current.manifest.writer_pid == manifest.writer_pid):
             current.manifest = manifest  # the heartbeat and the writer's url
+            self.behind = False
+            return False
+        if not swap and current is not None:
+            self.behind = True
             return False
         try:
             events = DuckDBEventIndex(self.directory / manifest.duckdb, read_only=True)
         except StoreNotFoundError:  # replaced between the manifest's read and the open
+            self.behind = current is not None
             return False
         try:
             vectors = self._vectors(manifest.stores)
@@ -172,6 +183,7 @@ class SnapshotFollower:
         if close_old and old is not None:
             old.events.close()
         self.swaps += 1
+        self.behind = False
         return True
 
     def _vectors(self, stores: str) -> LanceVectorIndex:

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 """How often a reader looks at the manifest without being woken (inotify wakes it at once on
 a change; without inotify it polls every 10 ms, :mod:`.dir_watch`)."""
+MAX_LAG_S = 1.0
+"""A read without ``after=`` sees a snapshot at most about this much older than the newest
+published (a read with ``after=`` makes the reader swap at once)."""
 STALE_AFTER_S = 3.0
 """A manifest whose heartbeat is older than this: the writer is gone or stuck."""
 FIRST_SNAPSHOT_S = 300.0
@@ -105,7 +108,7 @@ class _PinningGate:
 class ReaderSide:
     """A reader's :class:`memstack.pipelines.service.parts.ReadSide`."""
 
-    watch: AppliedWatch
+    watch: ReaderWatch
     gate: _PinningGate
     health: HealthSource | None
     after_timeout_s: float = DEFAULT_AFTER_TIMEOUT_S
@@ -147,7 +150,7 @@ async def _serve(args: argparse.Namespace) -> int:
     manifest = await asyncio.to_thread(follower.wait_first, FIRST_SNAPSHOT_S)
     encoder = make_encoder(encoder_kind_for(Path(manifest.stores)), threads=1)
     health = ReaderHealth(follower)
-    watch = AppliedWatch(follower.position, Position.parse(manifest.partitions))
+    watch = ReaderWatch(follower, Position.parse(manifest.partitions))
     side = ReaderSide(watch, _PinningGate(follower, args.read_concurrency,
                                           args.search_concurrency), health,
                       args.after_timeout, sealing_warning=Settings.from_env().sealing_warning)
@@ -155,7 +158,7 @@ async def _serve(args: argparse.Namespace) -> int:
                      mcp_host=args.host, write_routes=False)
 
     def writer_url() -> str | None:
-        found = follower.manifest
+        found = follower.newest
         return None if found is None else found.writer_url
 
     app.add_middleware(ForwardToWriter, writer_url=writer_url)
@@ -187,35 +190,62 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow(follower: SnapshotFollower, watch: AppliedWatch, writer_pid: int,
+class ReaderWatch(AppliedWatch):
+    """The snapshot's position, and the ``after=`` reads waiting for a newer one: each wakes
+    the follower (:func:`_follow` swaps at once while one waits)."""
+
+    def __init__(self, follower: SnapshotFollower, partitions: Position) -> None:
+        super().__init__(follower.position, partitions)
+        self.waiting = 0
+        self.wakes = DirectoryWatch(follower.directory)
+
+    async def wait(self, wanted: Position, timeout_s: float) -> Position:
+        if self.applied().covers(wanted):
+            return await super().wait(wanted, timeout_s)
+        self.waiting += 1
+        self.wakes.poke()
+        try:
+            return await super().wait(wanted, timeout_s)
+        finally:
+            self.waiting -= 1
+
+
+def _follow(follower: SnapshotFollower, watch: ReaderWatch, writer_pid: int,
             loop: asyncio.AbstractEventLoop, stop: Callable[[], None],
             stopped: threading.Event) -> None:
-    """On a thread of its own, woken by inotify when the writer replaces the manifest (or
-    every :data:`POLL_S` to look anyway; a 10 ms poll cost ~20 ms of CPU per second here):
-    swap in each newer snapshot and wake the ``after=`` waiters on the loop; stop once a
-    restarted writer's own readers serve (this one was orphaned)."""
+    """On a thread of its own, woken by inotify when the writer replaces the manifest and by
+    ``after=`` reads that wait (a 10 ms poll cost ~20 ms of CPU per second here): read each
+    new manifest, and swap its snapshot in when a read waits for it or the current one is
+    :data:`MAX_LAG_S` old (opening a DuckDB file costs ~20 ms of CPU, more as it grows, and
+    under ingest the writer publishes five a second); wake the ``after=`` waiters on the loop;
+    stop once a restarted writer's own readers serve (this one was orphaned)."""
     replaced_since: float | None = None
-    watch_dir = DirectoryWatch(follower.directory)
+    swapped_at = time.monotonic()
     while not stopped.is_set():
-        watch_dir.wait(POLL_S)  # woken by the writer's rename of the manifest
-        if not follower.manifest_changed():
+        timeout = POLL_S
+        if follower.behind:
+            timeout = max(0.0, min(POLL_S, swapped_at + MAX_LAG_S - time.monotonic()))
+        watch.wakes.wait(timeout)
+        due = watch.waiting > 0 or time.monotonic() - swapped_at >= MAX_LAG_S
+        if not (follower.manifest_changed() or (follower.behind and due)):
             continue
         try:
-            swapped = follower.refresh()
+            swapped = follower.refresh(swap=due)
         except Exception:  # a snapshot removed under it, a full disk: the next poll retries
             log.exception("opening the newest snapshot failed; retrying")
             continue
         if swapped:
+            swapped_at = time.monotonic()
             loop.call_soon_threadsafe(watch.notify)
-        manifest = follower.manifest
-        if manifest is not None and manifest.writer_pid != writer_pid:
+        newest = follower.newest
+        if newest is not None and newest.writer_pid != writer_pid:
             replaced_since = replaced_since or time.monotonic()
             if time.monotonic() - replaced_since > STALE_AFTER_S:
                 log.info("writer %d was replaced by %d; this orphaned reader stops", writer_pid,
-                         manifest.writer_pid)
+                         newest.writer_pid)
                 loop.call_soon_threadsafe(stop)
                 break
-    watch_dir.close()
+    watch.wakes.close()
 
 
 if __name__ == "__main__":
