@@ -66,6 +66,9 @@ class SnapshotFollower:
         """The newest manifest read (maybe not swapped in yet: :attr:`behind`)."""
         self.behind = False
         """A newer snapshot than the current one is published."""
+        self._changes: tuple[set[tuple[str, str]] | None, set[str]] = (None, set())
+        """What the manifests read since the current snapshot say changed (None subjects:
+        anything; the first snapshot carries nothing over)."""
         self._seen: tuple[int, int, int] | None = None
 
     # -- requests ------------------------------------------------------------------------
@@ -149,6 +152,7 @@ class SnapshotFollower:
             return False
         self._seen = (st.st_ino, st.st_mtime_ns, st.st_size)
         self.heartbeat_at = manifest.heartbeat_at
+        self._note_changes(manifest)
         self.newest = manifest
         current = self._current
         if current is not None and (current.manifest.seq == manifest.seq
@@ -170,10 +174,9 @@ class SnapshotFollower:
             events.close()
             raise
         if current is not None:
-            same_writer = current.manifest.writer_pid == manifest.writer_pid
-            chained = same_writer and manifest.previous == current.manifest.seq
-            carry_points(current.events, events, manifest.subjects if chained else None,
-                         manifest.ids)
+            subjects, ids = self._changes
+            carry_points(current.events, events, subjects, ids)
+        self._changes = (set(), set())
         fresh = _Pinned(Stores(Path(manifest.stores), events, vectors), manifest)
         with self._lock:
             old, self._current = self._current, fresh
@@ -185,6 +188,23 @@ class SnapshotFollower:
         self.swaps += 1
         self.behind = False
         return True
+
+    def _note_changes(self, manifest: SnapshotManifest) -> None:
+        """Add what ``manifest`` says changed to what changed since the current snapshot, when
+        it follows the last manifest read (same writer, ``previous`` its seq); any gap, and
+        a manifest that says ``null``, make it "anything"."""
+        last = self.newest
+        if last is not None and (last.seq, last.writer_pid) == (manifest.seq,
+                                                                manifest.writer_pid):
+            return  # a heartbeat
+        subjects, ids = self._changes
+        chained = (last is not None and last.writer_pid == manifest.writer_pid
+                   and manifest.previous == last.seq)
+        if subjects is None or not chained or manifest.subjects is None:
+            self._changes = (None, ids)
+        else:
+            subjects.update(manifest.subjects)
+        ids.update(manifest.ids)
 
     def _vectors(self, stores: str) -> LanceVectorIndex:
         if self._lance is None or self._lance[0] != stores:

@@ -181,3 +181,27 @@ def test_changed_since_names_the_touched_subjects_and_deleted_ids() -> None:
     assert changes.take() == ([], [])
     changes(None)
     assert changes.take() == (None, [])
+
+
+def test_changes_of_manifests_read_without_a_swap_add_up(writer: Stores,
+                                                         tmp_path: Path) -> None:
+    """A reader reads every manifest but swaps only now and then: what each says changed
+    adds up, so the subjects it keeps across several snapshots are exact."""
+    events = history(seed=13, n=60)
+    operator = MemoryOperator()
+    publisher = publisher_of(writer, tmp_path)
+    follower = SnapshotFollower(tmp_path / "snapshots")
+    try:
+        _apply(live(writer), operator, events[:12])
+        publisher.publish()
+        follower.refresh()
+        _same(live(writer), snapshot_events(follower), events[:12])  # every subject held
+        for start in range(12, 60, 12):
+            _apply(live(writer), operator, events[start:start + 12])
+            publisher.publish()
+            assert not follower.refresh(swap=False) and follower.behind
+        assert follower.refresh()
+        assert _same(live(writer), snapshot_events(follower), events) > 0
+    finally:
+        follower.close()
+        publisher.close()
