@@ -28,6 +28,11 @@ prefix. Events are posted over HTTP in batches of 64 (distinct texts, a fact eve
 - ``write_to_read_p50_s`` / ``_p99_s``: one event per POST at half the alone rate; time from
   the POST until a read with ``after=`` its token returns it.
 
+- with ``MEMSTACK_BENCH_READERS=N`` the service runs ``--readers N`` (default 0): the CPU
+  per read counts the writer and its readers, and ``readers``, ``snapshots_published``,
+  ``snapshot_ms_mean``, ``snapshot_mb`` are added; every run ends with the read throughput
+  with 1 and 2 readers (:mod:`.scaling`).
+
 The result's ``ratio`` is ``ingest_ratio_open_loop``. Goals (issue #30): facts_cpu_ms <= 0.5,
 search_cpu_ms <= 3 (at 100k records), ingest_ratio_open_loop >= 0.9, facts p50/p99 under
 ingest <= 2/10 ms, search p50 under ingest <= 30 ms, write_to_read_p99_s <= 0.5.
