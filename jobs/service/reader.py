@@ -22,7 +22,8 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,13 +96,10 @@ class _PinningGate:
         self._follower = follower
         self._bound = ReadWriteGate(reads, searches)
 
-    def reading(self, heavy: bool = False) -> Any:
-        from contextlib import ExitStack
-
-        stack = ExitStack()
-        stack.enter_context(self._bound.reading(heavy))
-        stack.enter_context(self._follower.pinned())
-        return stack
+    @contextmanager
+    def reading(self, heavy: bool = False) -> Iterator[None]:
+        with self._bound.reading(heavy), self._follower.pinned():
+            yield
 
 
 @dataclass
