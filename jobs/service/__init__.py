@@ -35,9 +35,6 @@ from memstack.jobs.run import (
 from memstack.jobs.service.file import service_file
 from memstack.jobs.service.listen import KEEP_ALIVE_S, bound_socket
 from memstack.jobs.service.spawn import ServiceStartError, spawn_service
-
-__all__ = ["DEFAULT_PORT", "ServiceOptions", "ServiceStartError", "exit_after", "openapi_app",
-           "run_service", "spawn_service"]
 from memstack.jobs.service.switch import attach_switcher
 
 if TYPE_CHECKING:
@@ -53,6 +50,8 @@ if TYPE_CHECKING:
     from memstack.pipelines.service.parts import LiveService
     from memstack.pipelines.service.watch import AppliedWatch
 
+__all__ = ["DEFAULT_PORT", "ServiceOptions", "ServiceStartError", "exit_after", "openapi_app",
+           "run_service", "spawn_service"]
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765

@@ -45,11 +45,6 @@ class DirectoryWatch:
             log.info("no inotify on %s (%s): polling every %.0f ms", directory, exc,
                      FALLBACK_POLL_S * 1000)
 
-    @property
-    def notified(self) -> bool:
-        """Whether changes wake :meth:`wait` (else it sleeps and says True)."""
-        return self._fd >= 0
-
     def poke(self) -> None:
         """Wake :meth:`wait` now (from any thread)."""
         with contextlib.suppress(BlockingIOError):  # already poked

@@ -61,7 +61,6 @@ class SnapshotFollower:
         self._current: _Pinned | None = None
         self._lance: tuple[str, LanceVectorIndex] | None = None
         self.heartbeat_at = 0.0
-        self.swaps = 0
         self.newest: SnapshotManifest | None = None
         """The newest manifest read (maybe not swapped in yet: :attr:`behind`)."""
         self.behind = False
@@ -185,7 +184,6 @@ class SnapshotFollower:
                 old.retired = True
         if close_old and old is not None:
             old.events.close()
-        self.swaps += 1
         self.behind = False
         return True
 
