@@ -30,23 +30,14 @@ from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.view.points import points_of
 from tests.forget.givens import request
 from tests.forget.reference import resolve_events
-from tests.view.test_point_reads import _apply, _coordinates, _general, history
+from tests.view.test_point_reads import _apply, history
+from tests.view.test_point_reads import _same as _compare
 
 
 def _same(oracle: DuckDBEventIndex, snapshot: DuckDBEventIndex, events: list[LoggedEvent]) -> int:
     """The snapshot's key index (held subjects, and loads from the snapshot) against the
     general plan on the writer's file; the answers compared."""
-    points = points_of(snapshot)
-    compared = 0
-    for tenant, subject in (("acme", "ana"), ("acme", "bob"), ("acme", "cy"),
-                            ("other", "ana"), ("acme", "nobody")):
-        for n, (valid, known) in enumerate(_coordinates(events)):
-            relation = "lives_in" if n % 2 else None
-            expected = _general(oracle, tenant, subject, relation, valid, known)
-            got = points.facts(snapshot, tenant, subject, relation, valid, known)
-            assert got == expected, (tenant, subject, relation, valid, known)
-            compared += 1
-    return compared
+    return _compare(oracle, points_of(snapshot), events, source=snapshot)
 
 
 @pytest.fixture
