@@ -28,8 +28,9 @@ def ranked(shards: list[list[tuple[str, str]]], query: str, n: int) -> list[bm25
     return bm25.rank(bm25.TermStats.total(stats), matches, n)
 
 
-def test_tokens_lowercase_split_on_punctuation_and_drop_stop_words() -> None:
-    assert bm25.tokens("The Tomato-seedlings, in LISBON!") == ["tomato", "seedlings", "lisbon"]
+def test_tokens_lowercase_split_on_punctuation_drop_stop_words_and_stem() -> None:
+    assert bm25.tokens("The Tomato-seedlings, in LISBON!") == ["tomato", "seedl", "lisbon"]
+    assert bm25.tokens("She paints; he painted paintings") == ["paint"] * 3
     assert bm25.query_terms("tomato Tomato basil") == ["tomato", "basil"]
     assert bm25.tokens("x" * 41 + " ok") == ["ok"]
 
@@ -62,3 +63,19 @@ def test_ranking_is_the_same_for_any_split(texts: list[list[str]], shards: int,
     many = ranked(split, " ".join(query), 10)
     assert [s.memory_id for s in many] == [s.memory_id for s in one]
     assert all(math.isclose(a.score, b.score) for a, b in zip(many, one, strict=True))
+
+
+def test_stemming_from_many_threads_at_once_gives_each_word_its_stem() -> None:
+    """A Snowball stemmer keeps the word it works on: shared between threads it mixed words
+    up (an IndexError in a shard's search under concurrent requests)."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(3)
+    words = ["".join(rng.choices("abcdefghijklmnoprstuvwy", k=rng.randint(3, 9))) + suffix
+             for suffix in ("ing", "ed", "s", "ational", "ings", "ies") for _ in range(2000)]
+    bm25.stem.cache_clear()
+    with ThreadPoolExecutor(8) as pool:
+        stems = list(pool.map(lambda w: bm25.tokens(w + " " + w), words))
+    bm25.stem.cache_clear()
+    assert stems == [bm25.tokens(w + " " + w) for w in words]

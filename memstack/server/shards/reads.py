@@ -105,14 +105,17 @@ class ShardReader:
     def _text_leg(self, stores: Stores, tenant: str, as_of: AsOf, text: str,
                   kinds: Sequence[str] | None, session: str | None, subject: str | None,
                   filter: Filter | None) -> tuple[bm25.TermStats, list[bm25.Match]]:
-        """Statistics over all the tenant's rows; matches among those in scope, as of and
-        passing the metadata filter (a LanceDB prefilter of its own)."""
+        """Statistics over the tenant's rows in scope (kinds, session, subject; whatever the
+        as-of coordinates), as the resident index counts them; matches among those in scope,
+        as of and passing the metadata filter (a LanceDB prefilter of its own)."""
         terms = bm25.query_terms(text)
         table = stores.vectors.scan(f"tenant = {quote(tenant)}", TEXT_COLUMNS)
         ids = table.column("memory_id").to_pylist()
         docs = self._tokenised(ids, table.column("text").to_pylist())
-        stats = bm25.stats_of(docs, terms)
-        mask = _scope_mask(table, as_of, kinds, session, subject)
+        scope = _scope_mask(table, kinds, session, subject)
+        stats = bm25.stats_of([d for d, k in zip(docs, scope.to_pylist(), strict=True) if k],
+                              terms)
+        mask = pc.and_(A.memory_mask(table, as_of), scope)
         if filter is not None:
             passing = stores.vectors.scan(f"tenant = {quote(tenant)} AND {to_lance(filter)}",
                                           ["memory_id"]).column("memory_id")
@@ -137,10 +140,10 @@ class ShardReader:
         return out
 
 
-def _scope_mask(table: pa.Table, as_of: AsOf, kinds: Sequence[str] | None,
-                session: str | None, subject: str | None) -> pa.ChunkedArray:
-    """The search scope of ``AsOfView.search`` (kinds, session, subject) and as of, as a mask."""
-    mask = A.memory_mask(table, as_of)
+def _scope_mask(table: pa.Table, kinds: Sequence[str] | None, session: str | None,
+                subject: str | None) -> pa.ChunkedArray:
+    """The search scope of ``AsOfView.search`` (kinds, session, subject), as a mask."""
+    mask = pc.is_valid(table["memory_id"])  # every row (ids are never null)
     if kinds:
         mask = pc.and_(mask, pc.is_in(table["kind"], pa.array(sorted(set(kinds)))))
     for column, value in (("session", session), ("subject", subject)):
