@@ -142,11 +142,13 @@ async def _serve(args: argparse.Namespace) -> int:
     from memstack.server.api_keys import LiveApiKeys
     from memstack.server.app import create_app
     from memstack.server.forward import ForwardToWriter
+    from memstack.view.resident.index import warm_in_background
 
     keys = LiveApiKeys()
     follower = SnapshotFollower(args.snapshots)
     manifest = await asyncio.to_thread(follower.wait_first, FIRST_SNAPSHOT_S)
     encoder = make_encoder(encoder_kind_for(Path(manifest.stores)), threads=1)
+    warm_in_background(follower.stores().vectors)  # its own resident search index
     health = ReaderHealth(follower)
     watch = ReaderWatch(follower, Position.parse(manifest.partitions))
     side = ReaderSide(watch, _PinningGate(follower, args.read_concurrency,

@@ -207,6 +207,8 @@ class AsOfView:
         full rows are read for the final top ``k`` only.
         """
         from memstack.view import legs, selective
+        from memstack.view.resident import Scope, resident_of
+        from memstack.view.resident.legs import legs as resident_legs
         from memstack.view.search import RANKING, own_table, with_neighbours
 
         if k < 1:
@@ -224,8 +226,16 @@ class AsOfView:
             found = legs.over_slice(self, chosen, text, scope, mode, stages, n)
         elif isinstance(chosen, selective.Members):  # a broad one: kept from the rows ranked
             broad = chosen
+        resident = None
+        if metadata is None:  # no metadata filter: the resident index answers
+            resident = resident_of(self.memory.stores.vectors)
+        values = Scope(None if kinds is None else frozenset(kinds), session, subject)
         if found is not None:
             by_text, by_vector, pool = found
+        elif resident is not None:
+            by_text, by_vector = resident_legs(self, resident, text, scope, values, mode,
+                                               stages, n)
+            pool = None
         else:
             by_text, by_vector = legs.prefiltered(
                 self, text, scope, mode, stages, n,
@@ -239,8 +249,9 @@ class AsOfView:
               for m, r in zip(t["memory_id"].to_pylist(), t["_rowid"].to_pylist(), strict=True)}
         known: dict[str, MemoryRow] = {}  # full rows the neighbour stage read already
         if mode == "hybrid":
-            fused, around, known = with_neighbours(self, fused, at, scope, k,
-                                                   stages.neighbour_weight, pool)
+            fused, around, known = with_neighbours(
+                self, fused, at, scope, k, stages.neighbour_weight, pool,
+                None if resident is None else (resident, values))
             at.update(around)
         fused = fused[:k]
         ids = [f.memory_id for f in fused]
@@ -251,7 +262,10 @@ class AsOfView:
         else:
             missing = [m for m in ids if m not in known]
             read = [known[m] for m in ids if m in known]
-            read += vectors.rows_at([at[m] for m in missing], missing) if missing else []
+            if resident is not None:
+                read += resident.memories([at[m] for m in missing]) if missing else []
+            else:
+                read += vectors.rows_at([at[m] for m in missing], missing) if missing else []
         rows = {r.memory_id: r for r in _own(read, self.tenant, "search")}
         if metadata is not None:  # the filter's Python form, the judge, on every hit
             rows = {m: r for m, r in rows.items() if matches(metadata, r.metadata)}

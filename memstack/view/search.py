@@ -16,7 +16,7 @@ focus nor neighbours: they are the baselines the hybrid ranking is measured agai
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from memstack.operators.mutations import MemoryRow
     from memstack.pipelines.stores.base import VectorIndex
     from memstack.view.memory_view import AsOfView
+    from memstack.view.resident import ResidentIndex, Scope
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,11 @@ AROUND_ROWS = 1000
 _TERMS: weakref.WeakKeyDictionary[VectorIndex, ScopeTerms] = weakref.WeakKeyDictionary()
 
 
-def focused(view: AsOfView, text: str, scope: Sequence[str], share: float | None) -> str:
+def focused(view: AsOfView, text: str, scope: Sequence[str], share: float | None,
+            sample: Callable[[int], Sequence[str]] | None = None) -> str:
     """``text`` less the terms in more than ``share`` of the scope's rows (term shares cached
-    per store and scope); ``text`` itself when ``share`` is None."""
+    per store and scope); ``text`` itself when ``share`` is None. ``sample``: the scope's
+    first texts (default: read from the vector store)."""
     if share is None:
         return text
     vectors = view.memory.stores.vectors
@@ -72,8 +75,8 @@ def focused(view: AsOfView, text: str, scope: Sequence[str], share: float | None
     if terms is None:
         terms = _TERMS.setdefault(vectors, ScopeTerms())
     where = " AND ".join(scope) or None
-    shares = terms.shares(f"{view.tenant}\0{where}", lambda n: vectors.texts(
-        tenant=view.tenant, where=where, limit=n))
+    shares = terms.shares(f"{view.tenant}\0{where}", sample or (lambda n: vectors.texts(
+        tenant=view.tenant, where=where, limit=n)))
     return focus(text, shares, share)
 
 
@@ -91,18 +94,26 @@ def _own_tenants(tenants: Sequence[str], tenant: str, what: str) -> None:
 
 
 def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
-                    scope: Sequence[str], k: int, weight: float, pool: pa.Table | None = None
+                    scope: Sequence[str], k: int, weight: float, pool: pa.Table | None = None,
+                    resident: tuple[ResidentIndex, Scope] | None = None
                     ) -> tuple[list[Fused], dict[str, int], dict[str, MemoryRow]]:
     """``fused`` re-scored with the neighbours' shares and re-ordered; also the ``_rowid`` of
     every neighbour row read (to read the final rows by) and the full rows it read (the best
     candidates': the final read needs only the others). ``at``: the candidates' row ids.
     ``pool``: every row in scope that answers as of, when the caller holds them (a selective
-    filter's rows, :mod:`memstack.view.selective`): the neighbours are found among them."""
+    filter's rows, :mod:`memstack.view.selective`): the neighbours are found among them.
+    ``resident``: the resident index the candidates came from (``at`` holds its positions)
+    and the scope as values: the rows are read from it."""
     if weight <= 0.0 or not fused:
         return fused, {}, {}
     best = [f.memory_id for f in fused[: AROUND_FACTOR * k]]
     known: dict[str, MemoryRow] = {}
-    if pool is not None:
+    if resident is not None:
+        read = resident[0].memories([at[m] for m in best])
+        _own_tenants([r.tenant for r in read], view.tenant, "search")
+        around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
+        known = {r.memory_id: r for r in read}
+    elif pool is not None:
         placed = {p.memory_id: p for p in _placed(pool.filter(
             pc.is_in(pool.column("memory_id"), pa.array(best, pa.string()))))}
         around = [placed[m] for m in best if m in placed]
@@ -113,7 +124,15 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
         known = {r.memory_id: r for r in read}
     if not around:
         return fused, {}, known
-    table = _neighbour_rows(view, around, scope) if pool is None else neighbour_rows(pool, around)
+    if resident is not None:
+        table = resident[0].placed(view.tenant, resident[1], [(p.session, p.at) for p in around],
+                                   WINDOW, AROUND_ROWS)
+        own_table(table, view.tenant, "search")
+        table = table.filter(A.memory_mask(table, view.as_of))
+    elif pool is None:
+        table = _neighbour_rows(view, around, scope)
+    else:
+        table = neighbour_rows(pool, around)
     rows: dict[str, Placed] = {p.memory_id: p for p in around}
     row_ids: dict[str, int] = {}
     for place, rowid in zip(_placed(table), table.column("_rowid").to_pylist(), strict=True):

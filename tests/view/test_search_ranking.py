@@ -18,6 +18,7 @@ from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
 from memstack.view import MemoryView
+from memstack.view.resident.index import ENV as RESIDENT_ENV
 from memstack.view.search import FUSED_ONLY, focused
 from tests.view.givens import project
 
@@ -78,8 +79,10 @@ def test_the_speakers_names_leave_the_query_the_legs_see(chat: MemoryView) -> No
     assert focused(chat.as_of(), "What did Ana do?", scope, None) == "What did Ana do?"
 
 
+@pytest.mark.parametrize("resident", ["1", "0"], ids=["resident", "lancedb"])
 def test_the_answer_after_the_matching_turn_ranks_with_its_neighbours_share(
-        chat: MemoryView) -> None:
+        chat: MemoryView, resident: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RESIDENT_ENV, resident)
     texts = _ids(PLACED)
     hits = chat.search("What did Ana do with the kids on the weekend?", 3, session="c1")
     by_id = {h.event_id: h for h in hits}
@@ -89,7 +92,8 @@ def test_the_answer_after_the_matching_turn_ranks_with_its_neighbours_share(
     plain = chat.search("What did Ana do with the kids on the weekend?", 3, session="c1",
                         ranking=FUSED_ONLY)
     assert all(h.score.neighbours == 0 for h in plain)
-    assert answer not in {h.event_id for h in plain}   # neither leg ranks it on its own
+    if resident == "0":  # LanceDB's BM25 (table-wide statistics) ranks it with neither leg
+        assert answer not in {h.event_id for h in plain}
 
 
 def test_neighbours_stay_in_the_session_the_tenant_and_the_as_of(chat: MemoryView) -> None:
@@ -110,7 +114,9 @@ def test_neighbours_stay_in_the_session_the_tenant_and_the_as_of(chat: MemoryVie
 def test_the_final_read_takes_only_rows_the_neighbour_stage_did_not_read(
         chat: MemoryView, monkeypatch: pytest.MonkeyPatch) -> None:
     """The neighbour stage reads the best candidates' full rows; the final read asks the store
-    for the other hits only (one LanceDB read less when the top k are those candidates)."""
+    for the other hits only (one LanceDB read less when the top k are those candidates). The
+    search through LanceDB (the resident index holds the rows: no read at all)."""
+    monkeypatch.setenv(RESIDENT_ENV, "0")
     vectors = chat.stores.vectors
     real = vectors.rows_at
     asked: list[list[str]] = []

@@ -1,0 +1,297 @@
+"""The resident search index: a search's candidates, neighbours and rows without a query plan.
+
+LanceDB holds the ``memories`` (durable, rebuilt by replay, forgotten by the forget store).
+A search through it costs ~120 ms of CPU at 100k rows (measured, docs/queries.md): every
+query pays LanceDB's planning and scan set-up for each of the two retrievers, the neighbour
+rows and the final rows. This index holds a copy of the rows in the searching process
+(:class:`~memstack.view.resident.rows.ResidentRows`), their BM25 postings
+(:class:`~memstack.view.resident.postings.Postings`) and their vectors
+(:class:`~memstack.view.resident.vector_lists.VectorLists`), kept at the version the table
+reads by its fragments (:class:`~memstack.view.resident.follow.FragmentFollower`) before
+each search. The as-of predicate, the scope and the tenant check are the view's, unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from memstack.operators.mutations import MemoryRow
+from memstack.pipelines.shards import bm25
+from memstack.pipelines.stores.arrow import to_memories
+from memstack.pipelines.stores.lance_index import CANDIDATE_COLUMNS, LanceVectorIndex
+from memstack.view.resident.follow import FragmentFollower, Step
+from memstack.view.resident.postings import Postings
+from memstack.view.resident.rows import Mask, Positions, ResidentRows
+from memstack.view.resident.vector_lists import VectorLists
+
+log = logging.getLogger(__name__)
+
+ENV = "MEMSTACK_RESIDENT_SEARCH"
+"""``0`` turns the resident index off (every search through LanceDB)."""
+MAX_ROWS_ENV = "MEMSTACK_RESIDENT_MAX_ROWS"
+MAX_ROWS = 4_000_000
+"""Above this many rows (default; ``MEMSTACK_RESIDENT_MAX_ROWS``) searches go through LanceDB:
+the copy takes ~1.7 KB a row (the vector 1.5 KB)."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(method: F) -> F:
+    """``method`` under the index's lock (a refresh appends and kills rows)."""
+    @functools.wraps(method)
+    def run(self: ResidentIndex, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+    return cast(F, run)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A search's scope clauses, as values: kinds, session, subject (None: any)."""
+
+    kinds: frozenset[str] | None = None
+    session: str | None = None
+    subject: str | None = None
+
+
+class ResidentIndex:
+    """One ``memories`` table's rows, postings and vectors in this process."""
+
+    def __init__(self, dim: int) -> None:
+        self.rows = ResidentRows()
+        self.postings = Postings()
+        self.vectors = VectorLists(dim)
+        self._follow = FragmentFollower()
+        self.lock = threading.RLock()
+        self.last = Step(0, 0, 0)
+
+    # -- keeping current -------------------------------------------------------------------
+
+    def refresh(self, table: Any, uri: str) -> None:
+        """Bring the copy to the version ``table`` (a LanceDB table) reads."""
+        with self.lock:
+            version = int(table.version)
+            if version != self._follow.version:
+                began = time.perf_counter()
+                self.last = self._follow.refresh(uri, version, self._alive_position,
+                                                 self._append, self._kill)
+                if self.last.fragments_read:
+                    log.debug("resident index at version %d: %s in %.1f ms", version,
+                              self.last, (time.perf_counter() - began) * 1000)
+
+    def _alive_position(self, memory_id: str) -> int | None:
+        at = self.rows.ids.get(memory_id)
+        return at if at is not None and self.rows.alive.view()[at] else None
+
+    def _append(self, table: pa.Table) -> Positions:
+        positions, added = self.rows.append(table)
+        if len(positions) != table.num_rows:
+            raise ValueError(f"{table.num_rows} rows read, {len(positions)} new: the table "
+                             "holds an id twice or the resident index is out of step")
+        tenants = self.rows.tenant.view()[positions].tolist()
+        self.postings.append(positions, added.column("text").to_pylist(), tenants)
+        vectors = table.column("vector").combine_chunks()
+        flat = vectors.values.to_numpy(zero_copy_only=False).reshape(len(vectors), -1)
+        self.vectors.append(positions, flat)
+        return positions
+
+    def _kill(self, positions: Positions) -> None:
+        """Rows that left the table die, and their content leaves this copy: their texts and
+        metadata are blanked, their postings removed, their vectors zeroed (a forget's erase
+        reaches the copy at the next search, not at its next rebuild)."""
+        alive = self.rows.alive.view()
+        positions = positions[alive[positions]]
+        if not len(positions):
+            return
+        alive[positions] = False
+        texts = self.rows.take(positions, ["text"]).column("text").to_pylist()
+        self.postings.forget(positions, self.rows.tenant.view()[positions], texts)
+        self.rows.blank(positions)
+        self.vectors.zero(positions)
+
+    # -- reads (each under :attr:`lock`) ---------------------------------------------------
+
+    def scope_mask(self, tenant: str, scope: Scope) -> Mask | None:
+        """The positions of the tenant's live rows in ``scope``; None when nothing can match
+        (a tenant, session, kind or subject never seen)."""
+        rows = self.rows
+        t = rows.tenants.get(tenant)
+        session = rows.sessions.get(scope.session) if scope.session is not None else -2
+        subject = rows.subjects.get(scope.subject) if scope.subject is not None else -2
+        kinds = None
+        if scope.kinds is not None:
+            kinds = np.array([c for k in scope.kinds if (c := rows.kinds.get(k)) is not None],
+                             dtype=np.int16)
+            if not len(kinds):
+                return None
+        if t is None or session is None or subject is None:
+            return None
+        tenant_of, alive = rows.tenant.view(), rows.alive.view()
+        session_of, subject_of, kind_of = rows.session.view(), rows.subject.view(), \
+            rows.kind.view()
+
+        def mask(at: Positions) -> npt.NDArray[np.bool_]:
+            keep: npt.NDArray[np.bool_] = (tenant_of[at] == t) & alive[at]
+            if session != -2:
+                keep &= session_of[at] == session
+            if subject != -2:
+                keep &= subject_of[at] == subject
+            if kinds is not None:
+                keep &= np.isin(kind_of[at], kinds)
+            return keep
+
+        return mask
+
+    @_locked
+    def text_candidates(self, query: str, tenant: str, scope: Scope, n: int) -> pa.Table:
+        """The tenant's top ``n`` rows in scope by BM25 (:data:`CANDIDATE_COLUMNS`,
+        ``_rowid`` = position, ``score``)."""
+        mask = self.scope_mask(tenant, scope)
+        t = self.rows.tenants.get(tenant)
+        if mask is None or t is None:
+            return self._candidates(np.empty(0, np.int64), np.empty(0))
+        at, scores = self.postings.top(bm25.tokens(query), self._universe(t, scope, mask),
+                                       mask, n)
+        return self._candidates(at, scores)
+
+    def _universe(self, tenant: int, scope: Scope, mask: Mask) -> tuple[int, int]:
+        """The scope's live rows: how many, and their summed length (a session's rows are
+        counted from its own list; kinds or a subject alone count over every row)."""
+        if scope == Scope():
+            return self.postings.tenant(tenant)
+        code = None if scope.session is None else self.rows.sessions.get(scope.session)
+        rows = (self.rows.session_order(code) if code is not None
+                else np.arange(self.rows.count, dtype=np.int64))
+        rows = rows[mask(rows)]
+        return len(rows), int(self.postings.length.view()[rows].sum())
+
+    @_locked
+    def vector_candidates(self, vector: npt.ArrayLike, tenant: str, scope: Scope,
+                          n: int) -> pa.Table:
+        """The tenant's ``n`` rows in scope nearest to ``vector`` (cosine distance as
+        ``score``)."""
+        mask = self.scope_mask(tenant, scope)
+        if mask is None:
+            return self._candidates(np.empty(0, np.int64), np.empty(0))
+        at, distances = self.vectors.nearest(vector, mask, n)
+        return self._candidates(at, distances)
+
+    @_locked
+    def memories(self, positions: Sequence[int]) -> list[MemoryRow]:
+        """The live rows at ``positions``, in that order (a row that died since its position
+        was found is left out, as a row deleted from the table between a search's legs and
+        its final read)."""
+        at = np.asarray(positions, dtype=np.int64)
+        return to_memories(self.rows.take(at[self.rows.alive.view()[at]]))
+
+    def _candidates(self, at: Positions, scores: npt.NDArray[Any]) -> pa.Table:
+        table = self.rows.take(at, CANDIDATE_COLUMNS)
+        return table.append_column("score", pa.array(scores.astype(np.float32)))
+
+    @_locked
+    def placed(self, tenant: str, scope: Scope, around: Sequence[tuple[str, datetime]],
+               window: timedelta, limit: int) -> pa.Table:
+        """The tenant's rows in scope of each ``(session, valid time)`` of ``around``'s
+        sessions within ``window`` of it: :data:`CANDIDATE_COLUMNS`, ``session``,
+        ``_rowid``; at most ``limit``."""
+        mask = self.scope_mask(tenant, scope)
+        found: list[Positions] = []
+        if mask is not None:
+            vt = self.rows.vt_from.view()
+            span = int(window / timedelta(microseconds=1))
+            for session, when in around:
+                code = self.rows.sessions.get(session)
+                if code is None:
+                    continue
+                order = self.rows.session_order(code)
+                times = vt[order]
+                micros = int((when - _EPOCH) / timedelta(microseconds=1))
+                lo = int(np.searchsorted(times, micros - span, side="left"))
+                hi = int(np.searchsorted(times, micros + span, side="right"))
+                near = order[lo:hi]
+                found.append(near[mask(near)])
+        chosen = np.unique(np.concatenate(found))[:limit] if found else np.empty(0, np.int64)
+        return self.rows.take(chosen, [*CANDIDATE_COLUMNS, "session"])
+
+    @_locked
+    def texts(self, tenant: str, scope: Scope, limit: int) -> list[str]:
+        """Up to ``limit`` texts of the tenant's live rows in scope, the first ones held."""
+        mask = self.scope_mask(tenant, scope)
+        if mask is None:
+            return []
+        at = np.arange(self.rows.count, dtype=np.int64)
+        chosen = at[mask(at)][:limit]
+        return [str(t) for t in self.rows.take(chosen, ["text"]).column("text").to_pylist()]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_INDEXES: weakref.WeakKeyDictionary[LanceVectorIndex, ResidentIndex] = \
+    weakref.WeakKeyDictionary()
+_REGISTRY = threading.Lock()
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1") != "0"
+
+
+def max_rows() -> int:
+    raw = os.environ.get(MAX_ROWS_ENV)
+    try:
+        return MAX_ROWS if raw is None else int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{MAX_ROWS_ENV}={raw!r} is not a whole number of rows") from exc
+
+
+def resident_of(vectors: object) -> ResidentIndex | None:
+    """The resident index of a LanceDB vector store, current (None: searches go through
+    LanceDB: turned off, another store, or more rows than :func:`max_rows`)."""
+    if not isinstance(vectors, LanceVectorIndex) or not enabled():
+        return None
+    with _REGISTRY:
+        index = _INDEXES.get(vectors)
+        if index is None:
+            if vectors.count() > max_rows():
+                return None
+            index = _INDEXES[vectors] = ResidentIndex(vectors.dim)
+    index.refresh(vectors.lance_table, vectors.uri)
+    if index.rows.live() > max_rows():
+        with _REGISTRY:
+            _INDEXES.pop(vectors, None)
+        log.warning("%s holds more than %d rows: searches go through LanceDB (%s)",
+                    vectors.directory, max_rows(), MAX_ROWS_ENV)
+        return None
+    return index
+
+
+def warm_in_background(vectors: object) -> threading.Thread:
+    """Build the resident index of ``vectors`` in a daemon thread (a service's first search
+    would otherwise pay the build: ~1-2 s per 100k rows here)."""
+    def build() -> None:
+        began = time.perf_counter()
+        try:
+            index = resident_of(vectors)
+        except Exception:  # a search builds it again and reports what fails
+            log.exception("building the resident search index failed; searches will retry")
+            return
+        if index is not None:
+            log.info("resident search index: %d rows in %.1f s", index.rows.live(),
+                     time.perf_counter() - began)
+
+    thread = threading.Thread(target=build, name="memstack-resident-warm", daemon=True)
+    thread.start()
+    return thread

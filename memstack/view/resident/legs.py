@@ -1,0 +1,58 @@
+"""A search's two retrievers over the resident index (:mod:`memstack.view.resident.index`).
+
+The same legs as :mod:`memstack.view.legs`, answered in memory: the query's focus (its term
+shares counted on the scope's first texts, cached as there), BM25 and cosine candidates of the
+tenant and scope, and the as-of predicate (:func:`memstack.view.asof.memory_mask`, the one
+rule) applied to the top ``POSTFILTER_FACTOR * n``; when fewer than ``n`` of those answer, the
+leg ranks 8 times as many, until enough answer or none are left. Nothing here is approximate
+but the vector lists' probing (:mod:`memstack.view.resident.vector_lists`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from memstack.view import asof as A
+from memstack.view.legs import POSTFILTER_FACTOR
+from memstack.view.resident.index import ResidentIndex, Scope
+
+if TYPE_CHECKING:
+    from memstack.view.memory_view import AsOfView
+    from memstack.view.search import Ranking
+    from memstack.view.types import SearchMode
+
+GROWTH = 8
+
+
+def legs(view: AsOfView, index: ResidentIndex, text: str, where: Sequence[str], scope: Scope,
+         mode: SearchMode, stages: Ranking, n: int) -> tuple[pa.Table | None, pa.Table | None]:
+    """Both legs (None for a leg ``mode`` leaves out); ``where``: the scope as the LanceDB
+    clauses, the key the focus caches its term shares under."""
+    from memstack.view.search import focused
+
+    query = text
+    if mode == "hybrid":
+        query = focused(view, text, where, stages.common_share,
+                        lambda m: index.texts(view.tenant, scope, m))
+    by_text = None if mode == "vector" else leg(
+        view, lambda m: index.text_candidates(query, view.tenant, scope, m), n)
+    by_vector = None
+    if mode != "bm25":
+        vector = view.memory.encoder.encode([query])[0]
+        by_vector = leg(view, lambda m: index.vector_candidates(vector, view.tenant, scope, m),
+                        n)
+    return by_text, by_vector
+
+
+def leg(view: AsOfView, search: Callable[[int], pa.Table], n: int) -> pa.Table:
+    """The top ``n`` candidates of one retriever that answer as of."""
+    fetch = POSTFILTER_FACTOR * n
+    while True:
+        found = search(fetch)
+        kept = found.filter(A.memory_mask(found, view.as_of))
+        if kept.num_rows >= n or found.num_rows < fetch:
+            return kept.slice(0, n)
+        fetch *= GROWTH

@@ -1,0 +1,166 @@
+"""The resident copy of the ``memories`` rows (every column but the vector), by position.
+
+A row's *position* is the order it arrived in; it never changes while the copy lives. Deleted
+rows stay in place, marked dead (:attr:`ResidentRows.alive`), until the copy is rebuilt. The
+columns a search filters on are held as numpy codes (tenant, session, kind, subject, valid
+time); the rest as Arrow, read for candidates (the as-of columns) and for the final hits.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memstack.schemas.rows import memories_schema
+from memstack.view.resident.grow import Grow
+
+COLUMNS = tuple(n for n in memories_schema().names if n != "vector")
+"""The columns held (the stored schema less the embedding)."""
+_SCHEMA = pa.schema([memories_schema().field(n) for n in COLUMNS])
+MAX_CHUNKS = 32
+"""Appended batches are combined into one once there are this many."""
+
+Positions = npt.NDArray[np.int64]
+Mask = Callable[[Positions], npt.NDArray[np.bool_]]
+"""Which of these positions are in the searched scope (their tenant included)."""
+
+
+class Codes:
+    """Strings as small integers, in first-seen order (-1: absent)."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        return self._codes.setdefault(value, len(self._codes))
+
+    def get(self, value: str | None) -> int | None:
+        """The code of a value seen before, else None."""
+        return None if value is None else self._codes.get(value)
+
+
+class ResidentRows:
+    """Memory rows by position, with their codes and a per-session valid-time order."""
+
+    def __init__(self) -> None:
+        self._chunks: list[pa.Table] = []
+        self._table: pa.Table = _SCHEMA.empty_table()
+        self.ids: dict[str, int] = {}
+        self.tenants, self.sessions, self.kinds, self.subjects = Codes(), Codes(), Codes(), Codes()
+        self.tenant = Grow(np.int32)
+        self.session = Grow(np.int32)
+        self.kind = Grow(np.int16)
+        self.subject = Grow(np.int32)
+        self.vt_from = Grow(np.int64)
+        """Microseconds since the epoch."""
+        self.alive = Grow(np.bool_)
+        self._by_session: dict[int, list[int]] = defaultdict(list)
+        self._ordered: dict[int, Positions] = {}
+
+    @property
+    def count(self) -> int:
+        """Positions given out (dead rows included)."""
+        return self.alive.n
+
+    def live(self) -> int:
+        return int(self.alive.view().sum())
+
+    def append(self, table: pa.Table) -> tuple[Positions, pa.Table]:
+        """Add the rows of ``table`` (the ``memories`` columns) whose id is not held alive;
+        their positions and the rows added."""
+        ids = table.column("memory_id").to_pylist()
+        fresh, seen = [], set()
+        for i, memory_id in enumerate(ids):
+            at = self.ids.get(memory_id)
+            if (at is None or not self.alive.view()[at]) and memory_id not in seen:
+                fresh.append(i)
+                seen.add(memory_id)
+        if len(fresh) < len(ids):
+            table = table.take(pa.array(fresh, pa.int64()))
+        table = _conform(table)
+        start = self.count
+        positions = np.arange(start, start + table.num_rows, dtype=np.int64)
+        if not table.num_rows:
+            return positions, table
+        columns = {n: table.column(n).to_pylist() for n in ("tenant", "session", "kind",
+                                                            "subject")}
+        self.tenant.append([self.tenants.code(v) for v in columns["tenant"]])
+        sessions = [self.sessions.code(v) for v in columns["session"]]
+        self.session.append(sessions)
+        self.kind.append([self.kinds.code(v) for v in columns["kind"]])
+        self.subject.append([self.subjects.code(v) for v in columns["subject"]])
+        self.vt_from.append(pc.cast(table.column("vt_from"), pa.int64()).to_numpy())
+        self.alive.append(np.ones(table.num_rows, dtype=np.bool_))
+        for position, memory_id, session in zip(
+                positions.tolist(), table.column("memory_id").to_pylist(), sessions, strict=True):
+            self.ids[memory_id] = position
+            self._by_session[session].append(position)
+            self._ordered.pop(session, None)
+        self._chunks.append(table)
+        return positions, table
+
+    def blank(self, positions: Positions) -> None:
+        """Replace the text and metadata of the rows at ``positions`` (dead ones) by empty
+        values: what a forget erased does not stay in this copy."""
+        self._combine()
+        drop = np.zeros(self.count, dtype=np.bool_)
+        drop[positions] = True
+        columns = {}
+        for name, empty in (("text", ""), ("metadata_json", "{}")):
+            column = self._table.column(name)
+            offset, chunks = 0, []
+            for chunk in column.chunks:
+                part = drop[offset:offset + len(chunk)]
+                offset += len(chunk)
+                chunks.append(pc.if_else(pa.array(part), pa.scalar(empty, chunk.type), chunk)
+                              if part.any() else chunk)
+            columns[name] = pa.chunked_array(chunks, column.type)
+        for name, column in columns.items():
+            self._table = self._table.set_column(self._table.schema.get_field_index(name),
+                                                 name, column)
+
+    def take(self, positions: Sequence[int] | Positions,
+             columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows at ``positions`` (in that order), ``columns`` of them (default all), with
+        ``_rowid`` = the position."""
+        self._combine()
+        at = pa.array(np.asarray(positions, dtype=np.int64))
+        table = self._table if columns is None else self._table.select(list(columns))
+        return table.take(at).append_column("_rowid", pc.cast(at, pa.uint64()))
+
+    def session_order(self, session: int) -> Positions:
+        """The positions of a session's rows (dead ones too) in valid-time order."""
+        ordered = self._ordered.get(session)
+        if ordered is None:
+            rows = np.array(self._by_session.get(session, ()), dtype=np.int64)
+            ordered = rows[np.argsort(self.vt_from.view()[rows], kind="stable")]
+            self._ordered[session] = ordered
+        return ordered
+
+    def _combine(self) -> None:
+        """Appended batches join the table (no copy); past :data:`MAX_CHUNKS` chunks they are
+        copied into one (a take over many chunks costs more than the amortised copy)."""
+        if self._chunks:
+            self._table = pa.concat_tables([self._table, *self._chunks])
+            self._chunks = []
+            if self._table.column(0).num_chunks > MAX_CHUNKS:
+                self._table = self._table.combine_chunks()
+
+
+def _conform(table: pa.Table) -> pa.Table:
+    """``table``'s held columns in the held types (LanceDB gives ``metadata_json`` as JSONB
+    bytes holding JSON text; a write gives it as text)."""
+    columns = []
+    for field in _SCHEMA:
+        column = table.column(field.name)
+        if column.type != field.type:
+            column = pc.cast(column, field.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=_SCHEMA)

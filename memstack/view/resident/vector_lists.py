@@ -1,0 +1,165 @@
+"""Cosine search over the resident vectors: exact while small, then inverted lists (IVF).
+
+Below :data:`FLAT_ROWS` rows every vector is scored (a matrix-vector product). From there the
+vectors are clustered (spherical k-means, ``sqrt(rows)`` lists, trained on a sample) and each
+list holds its rows' vectors contiguously; a query scores the lists nearest to it, at least
+:data:`MIN_PROBE_SHARE` of them and until :data:`ENOUGH` times the rows asked for are in scope,
+exactly (no quantisation: the distances are the true cosine distances); at least
+:data:`MIN_PROBES` lists are scored. Appended rows join the
+nearest list; the lists are trained again once the rows have grown :data:`RETRAIN_GROWTH`-fold.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from memstack.view.resident.grow import Grow
+from memstack.view.resident.rows import Mask, Positions
+
+FLAT_ROWS = 20_000
+MIN_PROBES = 24
+MIN_PROBE_SHARE = 0.05
+ENOUGH = 8
+RETRAIN_GROWTH = 4
+SAMPLE_PER_LIST = 48
+ITERATIONS = 6
+_CHUNK = 16_384
+
+Matrix = npt.NDArray[np.float32]
+
+
+def unit(vectors: npt.ArrayLike) -> Matrix:
+    """Rows scaled to unit length (a zero row stays zero)."""
+    m = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    out: Matrix = m / np.where(norms == 0, 1, norms)
+    return out
+
+
+class VectorLists:
+    """Every resident row's unit vector, by position."""
+
+    def __init__(self, dim: int, seed: int = 7) -> None:
+        self.dim = dim
+        self._rng = np.random.default_rng(seed)
+        self._flat: Grow | None = Grow(np.float32, dim)
+        self._centroids: Matrix | None = None
+        self._lists: list[tuple[Grow, Grow]] = []
+        self._trained_rows = 0
+        self.rows = 0
+
+    @property
+    def lists(self) -> int:
+        """Inverted lists (0 while every vector is scored)."""
+        return len(self._lists)
+
+    def append(self, positions: Positions, vectors: npt.ArrayLike) -> None:
+        """Add the unit vectors of rows appended at ``positions``."""
+        vectors = unit(vectors)
+        self.rows += len(positions)
+        if self._flat is not None:
+            if len(positions) and int(positions[0]) != self._flat.n:
+                raise ValueError(f"vectors hold {self._flat.n} rows; rows appended at "
+                                 f"{int(positions[0])}: the resident index is out of step")
+            self._flat.append(vectors)
+            if self._flat.n >= FLAT_ROWS:
+                self._train(np.arange(self._flat.n, dtype=np.int64), self._flat.view())
+            return
+        self._assign(positions, vectors)
+        if self.rows >= RETRAIN_GROWTH * self._trained_rows:
+            self._train(*self._everything())
+
+    def zero(self, positions: Positions) -> None:
+        """Zero the vectors of dead rows (a forgotten row's embedding does not stay here)."""
+        if self._flat is not None:
+            self._flat[positions] = 0.0
+            return
+        for at, vectors in self._lists:
+            hit = np.isin(at.view(), positions)
+            if hit.any():
+                vectors[hit] = 0.0
+
+    def vector_of(self, position: int) -> npt.NDArray[np.float32]:
+        """The unit vector held for ``position`` (zero once its row died)."""
+        if self._flat is not None:
+            found: npt.NDArray[np.float32] = self._flat.view()[position]
+            return found
+        for at, vectors in self._lists:
+            hit = np.flatnonzero(at.view() == position)
+            if len(hit):
+                held: npt.NDArray[np.float32] = vectors.view()[int(hit[0])]
+                return held
+        raise KeyError(f"no vector held for position {position}")
+
+    def nearest(self, query: npt.ArrayLike, allowed: Mask, n: int
+                ) -> tuple[Positions, npt.NDArray[np.float32]]:
+        """The ``n`` positions in scope nearest to ``query`` by cosine, nearest first (ties:
+        the earlier position), with their cosine distances."""
+        q = unit(np.asarray(query, dtype=np.float32).reshape(-1))
+        if self._flat is not None:
+            vectors = self._flat.view()
+            positions = np.arange(len(vectors), dtype=np.int64)
+            keep = allowed(positions)
+            return _best(positions[keep], vectors[keep] @ q, n)
+        assert self._centroids is not None
+        order = np.argsort(-(self._centroids @ q), kind="stable")
+        least = max(MIN_PROBES, math.ceil(MIN_PROBE_SHARE * len(order)))
+        found: list[Positions] = []
+        scores: list[npt.NDArray[np.float32]] = []
+        kept = 0
+        for probed, i in enumerate(order.tolist(), start=1):
+            at, vectors = self._lists[i][0].view(), self._lists[i][1].view()
+            keep = allowed(at)
+            found.append(at[keep])
+            scores.append(vectors[keep] @ q)
+            kept += len(found[-1])
+            if probed >= least and kept >= ENOUGH * n:
+                break
+        return _best(np.concatenate(found), np.concatenate(scores), n)
+
+    def _everything(self) -> tuple[Positions, Matrix]:
+        at = np.concatenate([p.view() for p, _ in self._lists])
+        vectors = np.concatenate([v.view() for _, v in self._lists])
+        return at, vectors
+
+    def _train(self, positions: Positions, vectors: Matrix) -> None:
+        """Cluster ``vectors`` (spherical k-means on a sample) and hold them by list."""
+        k = max(2, int(math.sqrt(len(vectors))))
+        sample = vectors[self._rng.choice(len(vectors), min(len(vectors), SAMPLE_PER_LIST * k),
+                                          replace=False)]
+        centroids = sample[self._rng.choice(len(sample), k, replace=False)]
+        for _ in range(ITERATIONS):
+            nearest = np.argmax(sample @ centroids.T, axis=1)
+            sums = np.zeros_like(centroids)
+            np.add.at(sums, nearest, sample)
+            empty = ~sums.any(axis=1)
+            sums[empty] = sample[self._rng.choice(len(sample), int(empty.sum()))]
+            centroids = unit(sums)
+        self._centroids = centroids
+        self._lists = [(Grow(np.int64), Grow(np.float32, self.dim)) for _ in range(k)]
+        self._flat = None
+        self._trained_rows = len(vectors)
+        self._assign(positions, vectors)
+
+    def _assign(self, positions: Positions, vectors: Matrix) -> None:
+        assert self._centroids is not None
+        for lo in range(0, len(vectors), _CHUNK):
+            part = vectors[lo:lo + _CHUNK]
+            nearest = np.argmax(part @ self._centroids.T, axis=1)
+            for i in np.unique(nearest).tolist():
+                rows = nearest == i
+                self._lists[i][0].append(positions[lo:lo + _CHUNK][rows])
+                self._lists[i][1].append(part[rows])
+
+
+def _best(positions: Positions, similarity: npt.NDArray[np.float32], n: int
+          ) -> tuple[Positions, npt.NDArray[np.float32]]:
+    if len(positions) > n:
+        top = np.argpartition(-similarity, n - 1)[:n]
+        positions, similarity = positions[top], similarity[top]
+    order = np.lexsort((positions, -similarity))
+    distance: npt.NDArray[np.float32] = (1.0 - similarity[order]).astype(np.float32)
+    return positions[order], distance
