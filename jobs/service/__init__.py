@@ -233,9 +233,11 @@ def run_service(settings: Settings, options: ServiceOptions) -> int:
     so a second service (or a taken port) fails here, outside the consumer group."""
     from memstack.infra.preflight import require_topics
     from memstack.jobs.run import take_lease
+    from memstack.jobs.service.blas import one_blas_thread
     from memstack.server.api_keys import LiveApiKeys
 
     keys = LiveApiKeys()  # fails before starting anything when no keys are configured
+    one_blas_thread()
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
                                         settings.dlq_topic])
     with take_lease(settings, options.run), bound_socket(

@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     from memstack.foundation.settings import Settings
+    from memstack.jobs.service.blas import one_blas_thread
     from memstack.pipelines.embedding import encoder_kind_for, make_encoder
     from memstack.server.api_keys import LiveApiKeys
     from memstack.server.app import create_app
@@ -145,6 +146,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from memstack.view.resident.index import warm_in_background
 
     keys = LiveApiKeys()
+    one_blas_thread()
     follower = SnapshotFollower(args.snapshots)
     manifest = await asyncio.to_thread(follower.wait_first, FIRST_SNAPSHOT_S)
     encoder = make_encoder(encoder_kind_for(Path(manifest.stores)), threads=1)

@@ -15,10 +15,14 @@ retriever ranked them. The weights were chosen leave-one-conversation-out on LoC
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 NEIGHBOUR_WEIGHT = 0.5
 NEAR_DECAY = 0.5
@@ -37,32 +41,66 @@ class Placed:
     at: datetime
 
 
-def spread(scores: Mapping[str, float], rows: Sequence[Placed], *,
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Placements:
+    """Rows as columns: ids, sessions and valid times (microseconds since the epoch)."""
+
+    ids: Sequence[str]
+    sessions: Sequence[str]
+    at: npt.NDArray[np.int64]
+
+    @staticmethod
+    def of(rows: Sequence[Placed]) -> Placements:
+        return Placements([r.memory_id for r in rows], [r.session for r in rows],
+                          np.array([(r.at - _EPOCH) // _MICRO for r in rows], dtype=np.int64))
+
+    @staticmethod
+    def of_table(table: pa.Table) -> Placements:
+        """From a table's ``memory_id``, ``session`` and ``vt_from`` (UTC microseconds)."""
+        times = pc.cast(table.column("vt_from"), pa.int64()).to_numpy()
+        return Placements(table.column("memory_id").to_pylist(),
+                          table.column("session").to_pylist(), times.astype(np.int64))
+
+    def plus(self, other: Placements) -> Placements:
+        return Placements([*self.ids, *other.ids], [*self.sessions, *other.sessions],
+                          np.concatenate([self.at, other.at]))
+
+
+def spread(scores: Mapping[str, float], rows: Sequence[Placed] | Placements, *,
            weight: float = NEIGHBOUR_WEIGHT, decay: float = NEAR_DECAY,
            reach: int = REACH, window: timedelta = WINDOW) -> dict[str, float]:
-    """The scores of ``rows`` (every row placed; a row without a score counts 0) after each
-    takes ``weight`` of its neighbours' scores. Rows of ``scores`` that were not placed keep
-    their own score."""
-    by_session: dict[str, list[Placed]] = defaultdict(list)
-    for row in {r.memory_id: r for r in rows}.values():
-        by_session[row.session].append(row)
+    """The scores of ``rows`` (every row placed; a row without a score counts 0; a row placed
+    twice counts once, where it was placed last) after each takes ``weight`` of its
+    neighbours' scores. Rows of ``scores`` that were not placed keep their own score."""
+    placed = rows if isinstance(rows, Placements) else Placements.of(rows)
+    last = {memory_id: i for i, memory_id in enumerate(placed.ids)}
+    keep = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    ids = np.array(list(last), dtype=object)
+    codes: dict[str, int] = {}
+    session = np.array([codes.setdefault(placed.sessions[i], len(codes)) for i in keep.tolist()],
+                       dtype=np.int64)
+    at = placed.at[keep]
+    tie = np.argsort(np.argsort(ids.astype(str), kind="stable"), kind="stable")
+    order = np.lexsort((tie, at, session))
+    ids, session, at = ids[order], session[order], at[order]
+    own = np.array([scores.get(m, 0.0) for m in ids], dtype=np.float64)
+    # link i -- i+1 holds when both rows are of one session and no more than window apart
+    link = (session[1:] == session[:-1]) & (np.diff(at) <= window // _MICRO)
+    broken = np.concatenate([[0], np.cumsum(~link)])
+    near = np.zeros(len(ids))
+    for step in range(1, reach + 1):
+        if step >= len(ids):
+            break
+        share = decay ** (step - 1)
+        joined = broken[step:] == broken[:-step]  # rows i and i+step, every link between held
+        near[step:] += share * own[:-step] * joined
+        near[:-step] += share * own[step:] * joined
     out = dict(scores)
-    for placed in by_session.values():
-        placed.sort(key=lambda r: (r.at, r.memory_id))
-        own = [scores.get(r.memory_id, 0.0) for r in placed]
-        for i, row in enumerate(placed):
-            near = 0.0
-            for step in range(1, reach + 1):
-                share = decay ** (step - 1)
-                for j in (i - step, i + step):
-                    if 0 <= j < len(placed) and _within(placed, i, j, window):
-                        near += share * own[j]
-            if near > 0.0 or row.memory_id in scores:
-                out[row.memory_id] = own[i] + weight * near
+    for memory_id, mine, extra in zip(ids.tolist(), own.tolist(), near.tolist(), strict=True):
+        if extra > 0.0 or memory_id in scores:
+            out[memory_id] = mine + weight * extra
     return out
-
-
-def _within(placed: Sequence[Placed], i: int, j: int, window: timedelta) -> bool:
-    """Whether no gap between consecutive rows from ``i`` to ``j`` is longer than ``window``."""
-    lo, hi = min(i, j), max(i, j)
-    return all(placed[n + 1].at - placed[n].at <= window for n in range(lo, hi))

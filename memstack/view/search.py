@@ -15,12 +15,14 @@ focus nor neighbours: they are the baselines the hybrid ranking is measured agai
 
 from __future__ import annotations
 
+import heapq
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,7 +32,7 @@ from memstack.view import asof as A
 from memstack.view.errors import TenantScopeError
 from memstack.view.focus import COMMON_SHARE, ScopeTerms, focus
 from memstack.view.fusion import Fused
-from memstack.view.neighbours import NEIGHBOUR_WEIGHT, WINDOW, Placed, spread
+from memstack.view.neighbours import NEIGHBOUR_WEIGHT, WINDOW, Placed, Placements, spread
 from memstack.view.selective import neighbour_rows
 from memstack.view.types import ScoreParts
 
@@ -97,7 +99,7 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
                     scope: Sequence[str], k: int, weight: float, pool: pa.Table | None = None,
                     resident: tuple[ResidentIndex, Scope] | None = None
                     ) -> tuple[list[Fused], dict[str, int], dict[str, MemoryRow]]:
-    """``fused`` re-scored with the neighbours' shares and re-ordered; also the ``_rowid`` of
+    """The best ``k`` of ``fused`` re-scored with the neighbours' shares; also the ``_rowid`` of
     every neighbour row read (to read the final rows by) and the full rows it read (the best
     candidates': the final read needs only the others). ``at``: the candidates' row ids.
     ``pool``: every row in scope that answers as of, when the caller holds them (a selective
@@ -133,15 +135,14 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
         table = _neighbour_rows(view, around, scope)
     else:
         table = neighbour_rows(pool, around)
-    rows: dict[str, Placed] = {p.memory_id: p for p in around}
-    row_ids: dict[str, int] = {}
-    for place, rowid in zip(_placed(table), table.column("_rowid").to_pylist(), strict=True):
-        rows.setdefault(place.memory_id, place)
-        row_ids[place.memory_id] = int(rowid)
+    positions = table.column("_rowid").to_numpy().astype(np.int64)
+    near = (Placements.of_table(table) if resident is None
+            else resident[0].placements(positions))
+    row_ids = dict(zip(near.ids, positions.tolist(), strict=True))
     own = {f.memory_id: f.score.fused for f in fused}
-    scores = spread(own, list(rows.values()), weight=weight)
+    scores = spread(own, near.plus(Placements.of(around)), weight=weight)
     parts = {f.memory_id: f.score for f in fused}
-    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    ordered = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
     out = []
     for rank, (memory_id, score) in enumerate(ordered, start=1):
         base = parts.get(memory_id, ScoreParts(0.0))

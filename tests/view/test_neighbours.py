@@ -47,3 +47,42 @@ def test_order_is_by_valid_time_not_by_input_order() -> None:
 
 def test_rows_not_placed_keep_their_score() -> None:
     assert spread({"elsewhere": 0.7}, _turns("s", 2)) == {"elsewhere": 0.7}
+
+
+def _reference(scores: dict[str, float], rows: list[Placed], weight: float = NEIGHBOUR_WEIGHT,
+               decay: float = NEAR_DECAY, reach: int = 2,
+               window: timedelta = WINDOW) -> dict[str, float]:
+    """The rule row by row, as written before it was vectorised (the oracle)."""
+    by_session: dict[str, list[Placed]] = {}
+    for row in {r.memory_id: r for r in rows}.values():
+        by_session.setdefault(row.session, []).append(row)
+    out = dict(scores)
+    for placed in by_session.values():
+        placed.sort(key=lambda r: (r.at, r.memory_id))
+        own = [scores.get(r.memory_id, 0.0) for r in placed]
+        for i, row in enumerate(placed):
+            near = 0.0
+            for step in range(1, reach + 1):
+                for j in (i - step, i + step):
+                    lo, hi = min(i, j), max(i, j)
+                    if 0 <= j < len(placed) and all(
+                            placed[n + 1].at - placed[n].at <= window for n in range(lo, hi)):
+                        near += decay ** (step - 1) * own[j]
+            if near > 0.0 or row.memory_id in scores:
+                out[row.memory_id] = own[i] + weight * near
+    return out
+
+
+def test_the_vectorised_rule_is_the_rule_row_by_row() -> None:
+    import random
+
+    rng = random.Random(11)
+    for _ in range(300):
+        rows = [Placed(f"m{rng.randrange(40)}", rng.choice("abc"),
+                       T0 + timedelta(minutes=rng.choice([0, 1, 4, 9, 10, 11, 25]) * rng.random()
+                                      + rng.randrange(60)))
+                for _ in range(rng.randrange(1, 30))]
+        scores = {f"m{rng.randrange(45)}": rng.random() for _ in range(rng.randrange(0, 8))}
+        got, want = spread(scores, rows), _reference(scores, rows)
+        assert got.keys() == want.keys()
+        assert all(got[k] == pytest.approx(want[k]) for k in want)

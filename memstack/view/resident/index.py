@@ -32,6 +32,7 @@ from memstack.operators.mutations import MemoryRow
 from memstack.pipelines.shards import bm25
 from memstack.pipelines.stores.arrow import to_memories
 from memstack.pipelines.stores.lance_index import CANDIDATE_COLUMNS, LanceVectorIndex
+from memstack.view.neighbours import Placements
 from memstack.view.resident.follow import FragmentFollower, Step
 from memstack.view.resident.postings import Postings
 from memstack.view.resident.rows import Mask, Positions, ResidentRows
@@ -226,6 +227,15 @@ class ResidentIndex:
                 found.append(near[mask(near)])
         chosen = np.unique(np.concatenate(found))[:limit] if found else np.empty(0, np.int64)
         return self.rows.take(chosen, [*CANDIDATE_COLUMNS, "session"])
+
+    @_locked
+    def placements(self, positions: Positions) -> Placements:
+        """Where the rows at ``positions`` lie (ids, sessions, valid times), from the codes
+        held: no row is read."""
+        ids, sessions = self.rows.id_of, self.rows.sessions.values
+        codes = self.rows.session.view()[positions].tolist()
+        return Placements([ids[p] for p in positions.tolist()], [sessions[c] for c in codes],
+                          self.rows.vt_from.view()[positions])
 
     @_locked
     def texts(self, tenant: str, scope: Scope, limit: int) -> list[str]:

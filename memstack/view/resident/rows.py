@@ -35,11 +35,17 @@ class Codes:
 
     def __init__(self) -> None:
         self._codes: dict[str, int] = {}
+        self.values: list[str] = []
+        """The value of each code."""
 
     def code(self, value: str | None) -> int:
         if value is None:
             return -1
-        return self._codes.setdefault(value, len(self._codes))
+        found = self._codes.get(value)
+        if found is None:
+            found = self._codes[value] = len(self.values)
+            self.values.append(value)
+        return found
 
     def get(self, value: str | None) -> int | None:
         """The code of a value seen before, else None."""
@@ -53,6 +59,8 @@ class ResidentRows:
         self._chunks: list[pa.Table] = []
         self._table: pa.Table = _SCHEMA.empty_table()
         self.ids: dict[str, int] = {}
+        self.id_of: list[str] = []
+        """The ``memory_id`` at each position."""
         self.tenants, self.sessions, self.kinds, self.subjects = Codes(), Codes(), Codes(), Codes()
         self.tenant = Grow(np.int32)
         self.session = Grow(np.int32)
@@ -101,6 +109,7 @@ class ResidentRows:
         for position, memory_id, session in zip(
                 positions.tolist(), table.column("memory_id").to_pylist(), sessions, strict=True):
             self.ids[memory_id] = position
+            self.id_of.append(memory_id)
             self._by_session[session].append(position)
             self._ordered.pop(session, None)
         self._chunks.append(table)

@@ -103,7 +103,7 @@ class VectorLists:
             vectors = self._flat.view()
             positions = np.arange(len(vectors), dtype=np.int64)
             keep = allowed(positions)
-            return _best(positions[keep], vectors[keep] @ q, n)
+            return _best(positions[keep], (vectors @ q)[keep], n)
         assert self._centroids is not None
         order = np.argsort(-(self._centroids @ q), kind="stable")
         least = max(MIN_PROBES, math.ceil(MIN_PROBE_SHARE * len(order)))
@@ -114,7 +114,7 @@ class VectorLists:
             at, vectors = self._lists[i][0].view(), self._lists[i][1].view()
             keep = allowed(at)
             found.append(at[keep])
-            scores.append(vectors[keep] @ q)
+            scores.append((vectors @ q)[keep])
             kept += len(found[-1])
             if probed >= least and kept >= ENOUGH * n:
                 break
