@@ -10,8 +10,10 @@ prefix. Events are posted over HTTP in batches of 64 (distinct texts, a fact eve
   idle background subtracted), HTTP included, over many sequential keep-alive reads with no
   ingest (:mod:`.cost`); a search's without the embedding of its text
   (``search_encoding_cpu_ms``, measured here with the same encoder, is subtracted from
-  ``search_cpu_ms_with_encoding``); ``facts_p50_ms_idle`` / ``search_p50_ms_idle``: their
-  latency meanwhile;
+  ``search_cpu_ms_with_encoding``). ``search_cpu_ms`` is measured last, once more events
+  have grown the store to ``search_records`` records (100,000; ``--quick``: 10,000);
+  ``search_cpu_ms_small`` (and its ``_with_encoding``) at the start (~100 records);
+  ``facts_p50_ms_idle`` / ``search_p50_ms_idle``: their latency meanwhile;
 - ``events_per_s_alone``: posted events / time from the first POST until a read ``after=`` the
   last write's token returns (everything applied), with no reader; measured before and after
   the phases with readers, the better of the two; ``http_events_per_s``: until the broker
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from typing import Any
 
 import httpx
@@ -72,16 +75,21 @@ SEARCH_RATE = 20.0
 WARM = 96
 
 
+SEARCH_RECORDS = 100_000
+"""``search_cpu_ms`` is measured once the store holds this many records (``--quick``: 10,000)."""
+
+
 def run(quick: bool, report: Report) -> Result:
     burst, paced, reads = (256, 60, 500) if quick else (1024, 300, 3000)
     readers = int(os.environ.get("MEMSTACK_BENCH_READERS", str(DEFAULT_READERS)))
+    size = SEARCH_RECORDS // 10 if quick else SEARCH_RECORDS
     with scratch_deployment(Settings.from_env()) as settings:
-        result = _measure(settings, readers, burst, paced, reads, report)
+        result = _measure(settings, readers, burst, paced, reads, size, report)
         result.figures |= scaling.read_scaling(settings, 3.0 if quick else 10.0, report)
         return result
 
 
-def _measure(settings: Settings, readers: int, burst: int, paced: int, reads: int,
+def _measure(settings: Settings, readers: int, burst: int, paced: int, reads: int, size: int,
              report: Report) -> Result:
     extra = os.environ.get("MEMSTACK_BENCH_SERVE_ARGS", "").split()
     with scaling.served(settings, readers, "--after-timeout", "300", *extra) as (url, pids):
@@ -90,6 +98,8 @@ def _measure(settings: Settings, readers: int, burst: int, paced: int, reads: in
                           headers={"Authorization": f"Bearer {KEY}"},
                           limits=httpx.Limits(max_connections=64)) as client:
             result = _phases(client, pids, burst, paced, reads, report)
+            posted = WARM + 5 * burst + paced
+            result.figures |= _search_at_size(client, pids, size, posted, reads, report)
     result.figures |= {"readers": float(readers), **scaling.publishing}
     return result
 
@@ -104,7 +114,8 @@ def _phases(client: httpx.Client, pid: cost.Pids, burst: int, paced: int, reads:
         offset = WARM + phase * burst
         return [bench_event(offset + i, sample[offset + i]) for i in range(burst)]
 
-    figures = _costs(client, pid, reads, report)
+    figures = {f"{k}_small" if k.startswith("search_cpu_ms") else k: v
+               for k, v in _costs(client, pid, reads, report).items()}
     figures["facts_p50_ms_idle"], figures["search_p50_ms_idle"] = readers_alone(client, 3.0)
     alone_1, http_1 = ingest(client, events(0))
     report("alone: %.1f events/s applied, %.1f events/s acknowledged", alone_1, http_1)
@@ -148,6 +159,25 @@ def _costs(client: httpx.Client, pid: cost.Pids, reads: int,
             "search_cpu_ms_with_encoding": searches.cpu_ms,
             "search_encoding_cpu_ms": encoding, "search_p50_ms_sequential": searches.p50_ms,
             "idle_cpu_ms_per_s": facts.idle_ms_per_s}
+
+
+def _search_at_size(client: httpx.Client, pid: cost.Pids, size: int, posted: int, reads: int,
+                    report: Report) -> dict[str, float]:
+    """The store grown from ``posted`` to ``size`` records (events posted as the other phases
+    post them), then the search's CPU per read: ``search_cpu_ms`` (the encoding subtracted)
+    at ``size``."""
+    started, n = time.perf_counter(), max(0, size - posted)
+    grown = texts(n)
+    for lo in range(0, n, 4096):
+        ingest(client, [bench_event(posted + i, f"{grown[i]} (grown {i})") for i in
+                        range(lo, min(n, lo + 4096))])
+        report("grown by %d records (%.0f s)", min(n, lo + 4096), time.perf_counter() - started)
+    searches, encoding = cost.search_cost(client, pid, max(50, reads // 10), tag="grown")
+    report("search at %d records: %.2f ms CPU per read with encoding, %.2f ms the encoding, "
+           "p50 %.1f ms", size, searches.cpu_ms, encoding, searches.p50_ms)
+    return {"search_cpu_ms": max(0.0, searches.cpu_ms - encoding),
+            "search_cpu_ms_with_encoding": searches.cpu_ms, "search_encoding_cpu_ms": encoding,
+            "search_p50_ms_sequential": searches.p50_ms, "search_records": float(size)}
 
 
 def _open_loop(client: httpx.Client, burst: list[dict[str, Any]], report: Report, *,

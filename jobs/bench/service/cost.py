@@ -89,9 +89,11 @@ def encoding_cpu_ms(texts: list[str]) -> float:
     return 1000 * (time.process_time() - before) / len(texts)
 
 
-def search_cost(client: httpx.Client, pid: Pids, reads: int) -> tuple[Cost, float]:
-    """Hybrid searches of new texts: their cost, and the encoding's CPU per text."""
-    search(client, "warm the search path up").raise_for_status()
-    texts = search_texts(reads, "cost")
+def search_cost(client: httpx.Client, pid: Pids, reads: int, tag: str = "cost"
+                ) -> tuple[Cost, float]:
+    """Hybrid searches of new texts (``tag`` tells runs apart): their cost, and the
+    encoding's CPU per text."""
+    search(client, f"warm the search path up ({tag})").raise_for_status()
+    texts = search_texts(reads, tag)
     cost = measure(pid, reads, lambda i: search(client, texts[i]))
     return cost, encoding_cpu_ms(texts)
