@@ -244,3 +244,18 @@ def test_off_or_above_the_row_cap_searches_go_through_lancedb(
     monkeypatch.setenv(MAX_ROWS_ENV, "many")
     with pytest.raises(ValueError, match="MEMSTACK_RESIDENT_MAX_ROWS='many'"):
         resident_of(index)
+
+
+def test_a_held_index_is_refreshed_on_demand(tmp_path: Path) -> None:
+    """After a forget's hide the service refreshes its copy at once (``refresh_held``), before
+    any search; with no copy held it does nothing."""
+    from memstack.view.resident.index import refresh_held
+
+    index = _index(tmp_path, _rows(40), np.ones((40, DIM), np.float32))
+    refresh_held(index)
+    held = resident_of(index)
+    assert held is not None and held.rows.live() == 40
+    index.delete(["m1"])
+    refresh_held(index)
+    assert held.rows.live() == 39
+    assert held.rows.take(np.array([held.rows.ids["m1"]])).column("text").to_pylist() == [""]

@@ -288,6 +288,15 @@ def resident_of(vectors: object) -> ResidentIndex | None:
     return index
 
 
+def refresh_held(vectors: object) -> None:
+    """Bring the resident index of ``vectors`` current if this process holds one (after a
+    forget's hide: the rows it deleted leave the copy now, not at the next search)."""
+    with _REGISTRY:
+        index = _INDEXES.get(vectors) if isinstance(vectors, LanceVectorIndex) else None
+    if index is not None and isinstance(vectors, LanceVectorIndex):
+        index.refresh(vectors.lance_table, vectors.uri)
+
+
 def warm_in_background(vectors: object) -> threading.Thread:
     """Build the resident index of ``vectors`` in a daemon thread (a service's first search
     would otherwise pay the build: ~1-2 s per 100k rows here)."""
