@@ -209,24 +209,38 @@ class ResidentIndex:
         """The tenant's rows in scope of each ``(session, valid time)`` of ``around``'s
         sessions within ``window`` of it: :data:`CANDIDATE_COLUMNS`, ``session``,
         ``_rowid``; at most ``limit``."""
+        columns = [*CANDIDATE_COLUMNS, "session"]
         mask = self.scope_mask(tenant, scope)
+        if mask is None:
+            return self.rows.take(np.empty(0, np.int64), columns)
+        spans: dict[int, list[tuple[int, int]]] = {}
+        vt = self.rows.vt_from.view()
+        span = int(window / timedelta(microseconds=1))
+        for session, when in around:
+            code = self.rows.sessions.get(session)
+            if code is None:
+                continue
+            times = vt[self.rows.session_order(code)]
+            micros = int((when - _EPOCH) / timedelta(microseconds=1))
+            spans.setdefault(code, []).append((
+                int(np.searchsorted(times, micros - span, side="left")),
+                int(np.searchsorted(times, micros + span, side="right"))))
         found: list[Positions] = []
-        if mask is not None:
-            vt = self.rows.vt_from.view()
-            span = int(window / timedelta(microseconds=1))
-            for session, when in around:
-                code = self.rows.sessions.get(session)
-                if code is None:
-                    continue
-                order = self.rows.session_order(code)
-                times = vt[order]
-                micros = int((when - _EPOCH) / timedelta(microseconds=1))
-                lo = int(np.searchsorted(times, micros - span, side="left"))
-                hi = int(np.searchsorted(times, micros + span, side="right"))
-                near = order[lo:hi]
-                found.append(near[mask(near)])
-        chosen = np.unique(np.concatenate(found))[:limit] if found else np.empty(0, np.int64)
-        return self.rows.take(chosen, [*CANDIDATE_COLUMNS, "session"])
+        for code, ranges in spans.items():  # each session's windows, overlaps merged
+            order = self.rows.session_order(code)
+            ranges.sort()
+            lo, hi = ranges[0]
+            for a, b in [*ranges[1:], (len(order) + 1, 0)]:
+                if a > hi:
+                    near = order[lo:hi]
+                    found.append(near[mask(near)])
+                    lo, hi = a, b
+                else:
+                    hi = max(hi, b)
+        chosen = np.concatenate(found) if found else np.empty(0, np.int64)
+        if len(chosen) > limit:
+            chosen = np.sort(chosen)[:limit]
+        return self.rows.take(np.sort(chosen), columns)
 
     @_locked
     def placements(self, positions: Positions) -> Placements:

@@ -119,8 +119,14 @@ class Postings:
                                                  lengths[at].astype(np.float64), mean)))
         if not found:
             return np.empty(0, np.int64), np.empty(0)
-        rows, inverse = np.unique(np.concatenate(found), return_inverse=True)
-        scores = np.bincount(inverse, weights=np.concatenate(shares), minlength=len(rows))
+        at, weights = np.concatenate(found), np.concatenate(shares)
+        if 16 * len(at) > self.length.n:  # many matches: one dense sum, no sort
+            dense = np.bincount(at, weights=weights, minlength=self.length.n)
+            rows = np.flatnonzero(dense)
+            scores = dense[rows]
+        else:
+            rows, inverse = np.unique(at, return_inverse=True)
+            scores = np.bincount(inverse, weights=weights, minlength=len(rows))
         if len(rows) > n:
             best = np.argpartition(-scores, n - 1)[:n]
             rows, scores = rows[best], scores[best]

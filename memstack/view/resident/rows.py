@@ -22,8 +22,6 @@ from memstack.view.resident.grow import Grow
 COLUMNS = tuple(n for n in memories_schema().names if n != "vector")
 """The columns held (the stored schema less the embedding)."""
 _SCHEMA = pa.schema([memories_schema().field(n) for n in COLUMNS])
-MAX_CHUNKS = 32
-"""Appended batches are combined into one once there are this many."""
 
 Positions = npt.NDArray[np.int64]
 Mask = Callable[[Positions], npt.NDArray[np.bool_]]
@@ -56,8 +54,9 @@ class ResidentRows:
     """Memory rows by position, with their codes and a per-session valid-time order."""
 
     def __init__(self) -> None:
-        self._chunks: list[pa.Table] = []
-        self._table: pa.Table = _SCHEMA.empty_table()
+        self._runs: list[pa.Table] = []
+        """The rows in runs of consecutive positions, each one Arrow chunk (see :meth:`_merge`)."""
+        self._starts: list[int] = []
         self.ids: dict[str, int] = {}
         self.id_of: list[str] = []
         """The ``memory_id`` at each position."""
@@ -112,37 +111,51 @@ class ResidentRows:
             self.id_of.append(memory_id)
             self._by_session[session].append(position)
             self._ordered.pop(session, None)
-        self._chunks.append(table)
+        self._runs.append(table.combine_chunks())
+        self._starts.append(start)
+        self._merge()
         return positions, table
 
     def blank(self, positions: Positions) -> None:
         """Replace the text and metadata of the rows at ``positions`` (dead ones) by empty
         values: what a forget erased does not stay in this copy."""
-        self._combine()
-        drop = np.zeros(self.count, dtype=np.bool_)
-        drop[positions] = True
-        columns = {}
-        for name, empty in (("text", ""), ("metadata_json", "{}")):
-            column = self._table.column(name)
-            offset, chunks = 0, []
-            for chunk in column.chunks:
-                part = drop[offset:offset + len(chunk)]
-                offset += len(chunk)
-                chunks.append(pc.if_else(pa.array(part), pa.scalar(empty, chunk.type), chunk)
-                              if part.any() else chunk)
-            columns[name] = pa.chunked_array(chunks, column.type)
-        for name, column in columns.items():
-            self._table = self._table.set_column(self._table.schema.get_field_index(name),
-                                                 name, column)
+        run_of = self._run_of(positions)
+        for run in np.unique(run_of).tolist():
+            table, start = self._runs[run], self._starts[run]
+            drop = np.zeros(table.num_rows, dtype=np.bool_)
+            drop[positions[run_of == run] - start] = True
+            mask = pa.array(drop)
+            for name, empty in (("text", ""), ("metadata_json", "{}")):
+                column = table.column(name).chunk(0)
+                blanked = pc.if_else(mask, pa.scalar(empty, column.type), column)
+                table = table.set_column(table.schema.get_field_index(name), name, blanked)
+            self._runs[run] = table
 
     def take(self, positions: Sequence[int] | Positions,
              columns: Sequence[str] | None = None) -> pa.Table:
         """The rows at ``positions`` (in that order), ``columns`` of them (default all), with
-        ``_rowid`` = the position."""
-        self._combine()
-        at = pa.array(np.asarray(positions, dtype=np.int64))
-        table = self._table if columns is None else self._table.select(list(columns))
-        return table.take(at).append_column("_rowid", pc.cast(at, pa.uint64()))
+        ``_rowid`` = the position. Each run is read at the offsets asked of it: the cost
+        follows the rows asked for, not the rows held."""
+        at = np.asarray(positions, dtype=np.int64)
+        names = list(columns) if columns is not None else list(COLUMNS)
+        run_of = self._run_of(at)
+        parts, order = [], []
+        for run in np.unique(run_of).tolist():
+            chosen = np.flatnonzero(run_of == run)
+            parts.append(self._runs[run].select(names).take(
+                pa.array(at[chosen] - self._starts[run])))
+            order.append(chosen)
+        if not parts:
+            table = _SCHEMA.empty_table().select(names)
+        elif len(parts) == 1:
+            table = parts[0]
+        else:
+            table = pa.concat_tables(parts).combine_chunks().take(
+                pa.array(np.argsort(np.concatenate(order), kind="stable")))
+        return table.append_column("_rowid", pc.cast(pa.array(at), pa.uint64()))
+
+    def _run_of(self, positions: Positions) -> npt.NDArray[np.intp]:
+        return np.searchsorted(np.asarray(self._starts), positions, side="right") - 1
 
     def session_order(self, session: int) -> Positions:
         """The positions of a session's rows (dead ones too) in valid-time order."""
@@ -153,14 +166,13 @@ class ResidentRows:
             self._ordered[session] = ordered
         return ordered
 
-    def _combine(self) -> None:
-        """Appended batches join the table (no copy); past :data:`MAX_CHUNKS` chunks they are
-        copied into one (a take over many chunks costs more than the amortised copy)."""
-        if self._chunks:
-            self._table = pa.concat_tables([self._table, *self._chunks])
-            self._chunks = []
-            if self._table.column(0).num_chunks > MAX_CHUNKS:
-                self._table = self._table.combine_chunks()
+    def _merge(self) -> None:
+        """Merge the last two runs while the newer is at least half the older (a binary
+        counter: O(log rows) runs, every row copied O(log rows) times in all)."""
+        while len(self._runs) >= 2 and 2 * self._runs[-1].num_rows >= self._runs[-2].num_rows:
+            newer = self._runs.pop()
+            self._starts.pop()
+            self._runs[-1] = pa.concat_tables([self._runs[-1], newer]).combine_chunks()
 
 
 def _conform(table: pa.Table) -> pa.Table:
