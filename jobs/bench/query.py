@@ -258,7 +258,7 @@ def bench_search(stores: Stores, corpus: Corpus, report: Report,
         index_of(vectors).refresh(vectors.lance_table, vectors.uri)
     index_build_s = time.perf_counter() - began
     began = time.perf_counter()
-    resident = resident_of(vectors)  # the resident search index, built before the clock too
+    resident = resident_of(vectors, wait=True)  # the resident index, before the clock too
     resident_build_s = time.perf_counter() - began
     report("resident search index: %s rows, %d vector lists, built in %.1f s",
            "no" if resident is None else resident.rows.live(),

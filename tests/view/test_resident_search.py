@@ -259,3 +259,18 @@ def test_a_held_index_is_refreshed_on_demand(tmp_path: Path) -> None:
     refresh_held(index)
     assert held.rows.live() == 39
     assert held.rows.take(np.array([held.rows.ids["m1"]])).column("text").to_pylist() == [""]
+
+
+def test_a_large_table_is_copied_in_the_background(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``SYNC_ROWS`` the first search does not wait for the copy: it goes through
+    LanceDB (None) while a thread builds it; a caller that waits gets it built."""
+    from memstack.view.resident import index as resident
+
+    monkeypatch.setattr(resident, "SYNC_ROWS", 10)
+    vectors = _index(tmp_path, _rows(40), np.ones((40, DIM), np.float32))
+    first = resident_of(vectors)
+    built = resident_of(vectors, wait=True)
+    assert built is not None and built.rows.live() == 40
+    assert first is None
+    assert resident_of(vectors) is built  # ready: every search uses it

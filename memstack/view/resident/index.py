@@ -79,6 +79,10 @@ class ResidentIndex:
         self._follow = FragmentFollower()
         self.lock = threading.RLock()
         self.last = Step(0, 0, 0)
+        self.ready = False
+        """Whether the copy has followed the table once (a background build is done)."""
+        self.building = False
+        """Whether a background thread builds the copy (searches that do not wait skip it)."""
 
     # -- keeping current -------------------------------------------------------------------
 
@@ -93,6 +97,7 @@ class ResidentIndex:
                 if self.last.fragments_read:
                     log.debug("resident index at version %d: %s in %.1f ms", version,
                               self.last, (time.perf_counter() - began) * 1000)
+            self.ready = True
 
     def _alive_position(self, memory_id: str) -> int | None:
         at = self.rows.ids.get(memory_id)
@@ -281,17 +286,31 @@ def max_rows() -> int:
         raise ValueError(f"{MAX_ROWS_ENV}={raw!r} is not a whole number of rows") from exc
 
 
-def resident_of(vectors: object) -> ResidentIndex | None:
-    """The resident index of a LanceDB vector store, current (None: searches go through
-    LanceDB: turned off, another store, or more rows than :func:`max_rows`)."""
+SYNC_ROWS = 100_000
+"""A table of at most this many rows is copied by the first search that needs it (~1-2 s
+per 100k rows here); a larger one in a background thread, its searches going through
+LanceDB until the copy is ready (a one-off query of a large store does not wait a minute)."""
+
+
+def resident_of(vectors: object, *, wait: bool | None = None) -> ResidentIndex | None:
+    """The resident index of a LanceDB vector store, current; None when searches go through
+    LanceDB: turned off, another store, more rows than :func:`max_rows`, or (``wait``
+    False) the copy still being built. ``wait`` None: wait for tables of up to
+    :data:`SYNC_ROWS` rows only."""
     if not isinstance(vectors, LanceVectorIndex) or not enabled():
         return None
     with _REGISTRY:
         index = _INDEXES.get(vectors)
         if index is None:
-            if vectors.count() > max_rows():
+            rows = vectors.count()
+            if rows > max_rows():
                 return None
             index = _INDEXES[vectors] = ResidentIndex(vectors.dim)
+            if not (rows <= SYNC_ROWS if wait is None else wait):
+                _build_in_background(vectors, index)
+                return None
+    if not index.ready and (wait is False or (wait is None and index.building)):
+        return None  # being built in the background: this search goes through LanceDB
     index.refresh(vectors.lance_table, vectors.uri)
     if index.rows.live() > max_rows():
         with _REGISTRY:
@@ -300,6 +319,24 @@ def resident_of(vectors: object) -> ResidentIndex | None:
                     vectors.directory, max_rows(), MAX_ROWS_ENV)
         return None
     return index
+
+
+def _build_in_background(vectors: LanceVectorIndex, index: ResidentIndex) -> None:
+    index.building = True
+
+    def build() -> None:
+        began = time.perf_counter()
+        try:
+            index.refresh(vectors.lance_table, vectors.uri)
+        except Exception:  # searches stay on LanceDB; the next one that waits reports it
+            log.exception("building the resident search index of %s failed", vectors.directory)
+            with _REGISTRY:
+                _INDEXES.pop(vectors, None)
+            return
+        log.info("resident search index of %s: %d rows in %.1f s", vectors.directory,
+                 index.rows.live(), time.perf_counter() - began)
+
+    threading.Thread(target=build, name="memstack-resident-build", daemon=True).start()
 
 
 def refresh_held(vectors: object) -> None:
@@ -311,20 +348,10 @@ def refresh_held(vectors: object) -> None:
         index.refresh(vectors.lance_table, vectors.uri)
 
 
-def warm_in_background(vectors: object) -> threading.Thread:
-    """Build the resident index of ``vectors`` in a daemon thread (a service's first search
-    would otherwise pay the build: ~1-2 s per 100k rows here)."""
-    def build() -> None:
-        began = time.perf_counter()
-        try:
-            index = resident_of(vectors)
-        except Exception:  # a search builds it again and reports what fails
-            log.exception("building the resident search index failed; searches will retry")
-            return
-        if index is not None:
-            log.info("resident search index: %d rows in %.1f s", index.rows.live(),
-                     time.perf_counter() - began)
-
-    thread = threading.Thread(target=build, name="memstack-resident-warm", daemon=True)
-    thread.start()
-    return thread
+def warm_in_background(vectors: object) -> None:
+    """Start building the resident index of ``vectors`` in a daemon thread (a service's first
+    search would otherwise pay the build); searches use it once it is ready."""
+    try:
+        resident_of(vectors, wait=False)
+    except Exception:  # a search tries again and reports what fails
+        log.exception("starting the resident search index failed; searches will retry")
