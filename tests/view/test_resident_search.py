@@ -274,3 +274,24 @@ def test_a_large_table_is_copied_in_the_background(tmp_path: Path,
     assert built is not None and built.rows.live() == 40
     assert first is None
     assert resident_of(vectors) is built  # ready: every search uses it
+
+
+def test_a_copy_that_fails_to_follow_leaves_searches_to_lancedb(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstack.view.resident import index as resident
+
+    vectors = _index(tmp_path, _rows(30), np.ones((30, DIM), np.float32))
+    held = resident_of(vectors)
+    assert held is not None
+
+    def broken(*args: Any) -> None:
+        raise OSError("a fragment could not be read")
+
+    monkeypatch.setattr(resident.ResidentIndex, "refresh", broken)
+    vectors.merge(_rows(31)[30:], np.ones((1, DIM), np.float32), maintain=False)
+    assert resident_of(vectors) is None   # the search goes through LanceDB
+    monkeypatch.undo()
+    assert resident_of(vectors) is None   # and stays there a while
+    monkeypatch.setattr(resident, "RETRY_AFTER_S", 0.0)
+    again = resident_of(vectors)
+    assert again is not None and again is not held and again.rows.live() == 31

@@ -300,6 +300,9 @@ def resident_of(vectors: object, *, wait: bool | None = None) -> ResidentIndex |
     if not isinstance(vectors, LanceVectorIndex) or not enabled():
         return None
     with _REGISTRY:
+        failed = _FAILED.get(vectors)
+        if failed is not None and time.monotonic() - failed < RETRY_AFTER_S:
+            return None
         index = _INDEXES.get(vectors)
         if index is None:
             rows = vectors.count()
@@ -311,7 +314,11 @@ def resident_of(vectors: object, *, wait: bool | None = None) -> ResidentIndex |
                 return None
     if not index.ready and (wait is False or (wait is None and index.building)):
         return None  # being built in the background: this search goes through LanceDB
-    index.refresh(vectors.lance_table, vectors.uri)
+    try:
+        index.refresh(vectors.lance_table, vectors.uri)
+    except Exception:  # the search goes through LanceDB; the copy is rebuilt later
+        _failed(vectors)
+        return None
     if index.rows.live() > max_rows():
         with _REGISTRY:
             _INDEXES.pop(vectors, None)
@@ -321,6 +328,21 @@ def resident_of(vectors: object, *, wait: bool | None = None) -> ResidentIndex |
     return index
 
 
+RETRY_AFTER_S = 300.0
+"""After the copy failed to follow its table, searches go through LanceDB this long before
+it is built again from scratch."""
+_FAILED: weakref.WeakKeyDictionary[LanceVectorIndex, float] = weakref.WeakKeyDictionary()
+
+
+def _failed(vectors: LanceVectorIndex) -> None:
+    log.exception("the resident search index of %s failed to follow its table; searches go "
+                  "through LanceDB and the copy is rebuilt in %.0f s", vectors.directory,
+                  RETRY_AFTER_S)
+    with _REGISTRY:
+        _INDEXES.pop(vectors, None)
+        _FAILED[vectors] = time.monotonic()
+
+
 def _build_in_background(vectors: LanceVectorIndex, index: ResidentIndex) -> None:
     index.building = True
 
@@ -328,10 +350,8 @@ def _build_in_background(vectors: LanceVectorIndex, index: ResidentIndex) -> Non
         began = time.perf_counter()
         try:
             index.refresh(vectors.lance_table, vectors.uri)
-        except Exception:  # searches stay on LanceDB; the next one that waits reports it
-            log.exception("building the resident search index of %s failed", vectors.directory)
-            with _REGISTRY:
-                _INDEXES.pop(vectors, None)
+        except Exception:  # searches stay on LanceDB
+            _failed(vectors)
             return
         log.info("resident search index of %s: %d rows in %.1f s", vectors.directory,
                  index.rows.live(), time.perf_counter() - began)
