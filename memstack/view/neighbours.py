@@ -45,6 +45,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 
+def micros(at: datetime) -> int:
+    """A UTC time as microseconds since the epoch (the stores' valid-time unit)."""
+    return (at - _EPOCH) // _MICRO
+
+
 @dataclass(frozen=True)
 class Placements:
     """Rows as columns: ids, sessions and valid times (microseconds since the epoch)."""
@@ -56,7 +61,7 @@ class Placements:
     @staticmethod
     def of(rows: Sequence[Placed]) -> Placements:
         return Placements([r.memory_id for r in rows], [r.session for r in rows],
-                          np.array([(r.at - _EPOCH) // _MICRO for r in rows], dtype=np.int64))
+                          np.array([micros(r.at) for r in rows], dtype=np.int64))
 
     @staticmethod
     def of_table(table: pa.Table) -> Placements:

@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -32,7 +32,7 @@ from memstack.operators.mutations import MemoryRow
 from memstack.pipelines.shards import bm25
 from memstack.pipelines.stores.arrow import to_memories
 from memstack.pipelines.stores.lance_index import CANDIDATE_COLUMNS, LanceVectorIndex
-from memstack.view.neighbours import Placements
+from memstack.view.neighbours import Placements, micros
 from memstack.view.resident.follow import FragmentFollower, Step
 from memstack.view.resident.postings import Postings
 from memstack.view.resident.rows import Mask, Positions, ResidentRows
@@ -226,10 +226,10 @@ class ResidentIndex:
             if code is None:
                 continue
             times = vt[self.rows.session_order(code)]
-            micros = int((when - _EPOCH) / timedelta(microseconds=1))
+            at = micros(when)
             spans.setdefault(code, []).append((
-                int(np.searchsorted(times, micros - span, side="left")),
-                int(np.searchsorted(times, micros + span, side="right"))))
+                int(np.searchsorted(times, at - span, side="left")),
+                int(np.searchsorted(times, at + span, side="right"))))
         found: list[Positions] = []
         for code, ranges in spans.items():  # each session's windows, overlaps merged
             order = self.rows.session_order(code)
@@ -267,7 +267,6 @@ class ResidentIndex:
         return [str(t) for t in self.rows.take(chosen, ["text"]).column("text").to_pylist()]
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _INDEXES: weakref.WeakKeyDictionary[LanceVectorIndex, ResidentIndex] = \
     weakref.WeakKeyDictionary()
