@@ -249,7 +249,7 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
     from memstack.client import MemoryClient
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.server.app import create_app
-    from memstack.view.resident.index import refresh_held, warm_in_background
+    from memstack.view.resident.index import refresh_soon, warm_in_background
 
     directory = options.run.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
@@ -274,7 +274,7 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
                          mcp_host=options.host)
         metrics = _observed(app, live, path.feed, options)
         warm_in_background(base.stores.vectors)  # the first search does not pay the build
-        live.on_forgot.append(lambda _: refresh_held(base.stores.vectors))  # erased rows leave
+        live.on_forgot.append(lambda _: refresh_soon(base.stores.vectors))  # erased rows leave
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
                                         log_level="warning", lifespan="off", log_config=None,
                                         timeout_graceful_shutdown=10,  # logs: the root's

@@ -360,11 +360,22 @@ def _build_in_background(vectors: LanceVectorIndex, index: ResidentIndex) -> Non
 
 def refresh_held(vectors: object) -> None:
     """Bring the resident index of ``vectors`` current if this process holds one (after a
-    forget's hide: the rows it deleted leave the copy now, not at the next search)."""
+    forget's hide: the rows it deleted leave the copy now, not at the next search). A copy
+    that fails to follow is dropped (:func:`_failed`); nothing is raised."""
     with _REGISTRY:
         index = _INDEXES.get(vectors) if isinstance(vectors, LanceVectorIndex) else None
     if index is not None and isinstance(vectors, LanceVectorIndex):
-        index.refresh(vectors.lance_table, vectors.uri)
+        try:
+            index.refresh(vectors.lance_table, vectors.uri)
+        except Exception:
+            _failed(vectors)
+
+
+def refresh_soon(vectors: object) -> None:
+    """:func:`refresh_held` in a daemon thread: the caller (a worker's forget hook) neither
+    waits for the copy's lock nor sees its errors."""
+    threading.Thread(target=refresh_held, args=(vectors,), name="memstack-resident-refresh",
+                     daemon=True).start()
 
 
 def warm_in_background(vectors: object) -> None:
