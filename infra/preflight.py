@@ -39,3 +39,18 @@ def require_topics(bootstrap: str, names: Sequence[str], timeout_s: float = 5.0)
             f"topic(s) {missing} do not exist at {bootstrap}; create them with `memstack infra "
             f"up` on the local broker or `memstack topics create` on another cluster (with "
             f"MEMSTACK_TOPIC_PREFIX={prefix}), or check MEMSTACK_TOPIC_PREFIX")
+
+
+WORKER_STACK = ("faust", "aiokafka", "duckdb", "lancedb", "pyarrow", "torch")
+"""Top-level modules a live worker imports; only the ``server`` extra installs them."""
+
+
+def require_server_stack(modules: Sequence[str] = WORKER_STACK) -> None:
+    """Raise :class:`ModuleNotFoundError` naming the first of ``modules`` that is not
+    installed (the CLI turns it into what to install), without importing any of them: Faust
+    alone takes ~9 s to import, and a worker checks its lease before paying that."""
+    from importlib.util import find_spec
+
+    for name in modules:
+        if find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)

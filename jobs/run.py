@@ -182,11 +182,12 @@ def take_lease(settings: Settings, options: RunOptions) -> DeploymentLease:
 
 def run_live(settings: Settings, options: RunOptions) -> int:
     """Run the live worker until stopped; 0 on a clean stop, 1 when a batch failed."""
-    from memstack.infra.preflight import require_topics
-    from memstack.pipelines.faust_app import build_live_app  # noqa: F401
+    from memstack.infra.preflight import require_server_stack, require_topics
 
-    # The import above comes first: a core install (no server extra) is told what to install
-    # before any broker is asked.
+    # A core install (no server extra) is told what to install before any broker is asked;
+    # Faust itself (~9 s to import) is imported only once the lease is held, so a second
+    # worker is refused within seconds.
+    require_server_stack()
     started = time.monotonic()
     require_topics(settings.bootstrap, [settings.events_topic, settings.forget_topic,
                                         settings.dlq_topic])
