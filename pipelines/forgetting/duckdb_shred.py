@@ -12,8 +12,15 @@ marks rows deleted, so a checkpoint keeps their strings in the column segments. 
    table of incompressible values as large as the free space is written, checkpointed and
    dropped: every free block now holds filler.
 3. :func:`shared_blocks`: a noted block that is still in use after the checkpoint is a block
-   the old segment shared with other live segments (DuckDB packs small segments into one
-   block); its old bytes are still there. The caller then falls back to
+   the old segment shared with other live segments (DuckDB packs the small last pieces of a
+   row group's columns into one block); its old bytes are still there.
+   :func:`release_shared` then makes the checkpoint rewrite those other segments too: a
+   column of a row group is rewritten at a checkpoint when one of its values changed, so one
+   live row of that row group gets another value and its own back, in one transaction
+   (readers never see the other value; an update that keeps the value is skipped by DuckDB
+   and rewrites nothing). A block seen free once is clean for good: DuckDB writes a reused
+   block whole. Only when a sharing segment is a key column's (an update would re-insert the
+   row), or a row group has no live row, does the caller fall back to
    :func:`rewrite_tables`, which rewrites whole tables in place (time linear in them).
 
 The content columns are :data:`CONTENT`; the other columns of a forgotten row (ids, tenant,
@@ -24,11 +31,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 
-from memstack.pipelines.stores.duckdb_schema import create_tables, ddl, q
-from memstack.schemas.rows import EVENT_TABLES
+from memstack.pipelines.stores.duckdb_schema import (
+    SECONDARY_INDEXES,
+    create_tables,
+    ddl,
+    q,
+)
+from memstack.schemas.rows import EVENT_TABLES, PRIMARY_KEYS
 
 PENDING = "forget_purge_pending"
 """Blocks that held forgotten content, noted by the erase, cleared by the purge."""
@@ -109,6 +122,129 @@ def live_blocks(con: duckdb.DuckDBPyConnection) -> dict[int, set[str]]:
 def shared_blocks(con: duckdb.DuckDBPyConnection, noted: set[int]) -> dict[int, set[str]]:
     """The noted blocks still in use after a checkpoint (their old bytes may remain)."""
     return {b: t for b, t in live_blocks(con).items() if b in noted}
+
+
+RELEASE_ROUNDS = 3
+"""Checkpoints :func:`release_shared` runs before it gives up on a shared block (one sufficed
+in every trial at 1M rows: docs/forget.md)."""
+
+
+def release_shared(con: duckdb.DuckDBPyConnection, noted: set[int]
+                   ) -> tuple[dict[int, set[str]], dict[str, float]]:
+    """Free the ``noted`` blocks that live segments of other columns still share (module
+    docstring, step 3): the segments sharing them are rewritten, row group by row group, and
+    checkpointed, until every noted block was seen free. Returns the noted blocks it could not
+    free, with their tables (the caller's fallback rewrites those tables), and figures."""
+    began = time.monotonic()
+    seen_free: set[int] = set()
+    figures = {"released_segments": 0.0, "release_rounds": 0.0}
+    for _ in range(RELEASE_ROUNDS):
+        live = live_blocks(con)
+        seen_free |= {b for b in noted if b not in live}
+        dirty = {b: live[b] for b in noted - seen_free}
+        if not dirty:
+            break
+        sharing = _sharing(con, set(dirty))
+        if any(column in _keyed(table) for table, places in sharing.items()
+               for _, column in places):
+            break
+        figures["release_rounds"] += 1
+        con.begin()
+        try:
+            changed = sum(_touch(con, table, places) for table, places in sharing.items())
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        if changed < sum(len(p) for p in sharing.values()):
+            break  # a row group without a live row: its segments cannot be rewritten here
+        figures["released_segments"] += changed
+        con.execute("CHECKPOINT")
+    else:
+        live = live_blocks(con)
+        seen_free |= {b for b in noted if b not in live}
+    left = {b: tables for b, tables in live_blocks(con).items()
+            if b in noted and b not in seen_free}
+    figures["release_s"] = time.monotonic() - began
+    return left, figures
+
+
+def _keyed(table: str) -> set[str]:
+    """Columns an update cannot rewrite in place: the key, and secondary-indexed ones."""
+    return set(PRIMARY_KEYS.get(table, ())) | {
+        column for on, column in SECONDARY_INDEXES.values() if on == table}
+
+
+def _sharing(con: duckdb.DuckDBPyConnection, blocks: set[int]
+             ) -> dict[str, set[tuple[int, str]]]:
+    """Per table, the (row group, column) whose segments use any of ``blocks``."""
+    out: dict[str, set[tuple[int, str]]] = {}
+    for (table,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary"
+                                ).fetchall():
+        info = f"pragma_storage_info('{table}')"
+        rows = con.execute(
+            f"SELECT DISTINCT row_group_id, column_name FROM (SELECT row_group_id, column_name,"
+            f" block_id AS b FROM {info} UNION ALL SELECT row_group_id, column_name, "
+            f"unnest(additional_block_ids) FROM {info}) WHERE b IN (SELECT unnest(?::BIGINT[]))",
+            [sorted(blocks)]).fetchall()
+        for group, column in rows:
+            out.setdefault(str(table), set()).add((int(group), str(column)))
+    return out
+
+
+def _touch(con: duckdb.DuckDBPyConnection, table: str, places: set[tuple[int, str]]) -> int:
+    """Give one live row of each (row group, column) another value and then its own back, so
+    the next checkpoint rewrites that column of that row group; how many were touched."""
+    types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                             "WHERE table_name = ?", [table]).fetchall())
+    touched = 0
+    for group, column in sorted(places):
+        row = _live_row(con, table, group)
+        if row is None or column not in types:
+            continue
+        (value,) = con.execute(f"SELECT {q(column)} FROM {q(table)} WHERE rowid = ?",
+                               [row]).fetchone() or (None,)
+        other = _other(value, str(types[column]))
+        if other is None:
+            continue
+        for v in (other, value):
+            con.execute(f"UPDATE {q(table)} SET {q(column)} = ? WHERE rowid = ?", [v, row])
+        touched += 1
+    return touched
+
+
+def _live_row(con: duckdb.DuckDBPyConnection, table: str, group: int) -> int | None:
+    """The rowid of a live row in row group ``group`` (rowids count every row, deleted ones
+    too, in row-group order)."""
+    lo, hi = con.execute(
+        f"SELECT coalesce(sum(count) FILTER (WHERE row_group_id < ?), 0), coalesce(sum(count) "
+        f"FILTER (WHERE row_group_id <= ?), 0) FROM pragma_storage_info('{table}') "
+        "WHERE column_id = 0 AND segment_type <> 'VALIDITY'", [group, group]).fetchone() or (0, 0)
+    found = con.execute(f"SELECT min(rowid) FROM {q(table)} WHERE rowid >= ? AND rowid < ?",
+                        [lo, hi]).fetchone()
+    return None if found is None or found[0] is None else int(found[0])
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _other(value: object, data_type: str) -> object:
+    """A value of the column's type that differs from ``value`` (None: no such value known)."""
+    if value is None:
+        return {"VARCHAR": "~", "INTEGER": 0, "BIGINT": 0}.get(
+            data_type, _EPOCH if data_type.startswith("TIMESTAMP") else None)
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, str):
+        return value + "~"
+    if isinstance(value, int):
+        return value - 1 if value > 0 else value + 1
+    if isinstance(value, datetime):
+        try:
+            return value + timedelta(microseconds=1)
+        except OverflowError:
+            return value - timedelta(microseconds=1)
+    return None
 
 
 def fill_free_blocks(con: duckdb.DuckDBPyConnection) -> dict[str, float]:

@@ -2,9 +2,11 @@
 
 ``erase`` overwrites the forgotten rows' content, recomputes fact versions and deletes the rows,
 in one transaction; ``purge`` checkpoints (only the touched row groups' content columns are
-rewritten) and overwrites the free blocks with filler (:mod:`.duckdb_shred`). When a block that
-held the content is still in use afterwards (shared with live segments), or the file still
-holds a probe, the touched tables are rewritten in place (the fallback, linear in them). Neither
+rewritten), has the segments that still share a block with the old content rewritten too, row
+group by row group, and overwrites the free blocks with filler (:mod:`.duckdb_shred`). When a
+block that held the content is still in use afterwards (shared with a key column's segment), or
+the file still holds a probe, the touched tables are rewritten in place (the fallback, linear in
+them). Neither
 path closes the database, so the store can run over the live writer's index
 (:meth:`DuckDBForgetStore.over`). Measured in docs/forget.md.
 """
@@ -53,7 +55,7 @@ def _count_in(column: pa.ChunkedArray, ids: pa.Array) -> int:
 def _clean(figures: dict[str, float]) -> bool:
     """Whether the purge can vouch for the file: no probe found, no free block left unfilled,
     and no block that held the content still in use unless the tables were rewritten."""
-    shared_ok = not figures["shared_blocks"] or figures["compacted"] == 1.0
+    shared_ok = not figures["shared_left"] or figures["compacted"] == 1.0
     return shared_ok and not figures["probe_hits"] and not figures["unfilled_blocks"]
 
 
@@ -125,9 +127,13 @@ class DuckDBForgetStore:
             con.execute("CHECKPOINT")
             out = {"noted_blocks": float(len(noted)), "checkpoint_s": time.monotonic() - t}
             shared = shred.shared_blocks(con, noted)
+            out = {**out, "shared_blocks": float(len(shared))}
+            if shared:
+                shared, released = shred.release_shared(con, set(shared))
+                out |= released
             if noted:  # a shared block stays noted until a purge with the fallback frees it
                 shred.clear_pending(con, keep=() if self._compact else shared)
-            out |= {"shared_blocks": float(len(shared)), "compacted": 0.0}
+            out |= {"shared_left": float(len(shared)), "compacted": 0.0}
             if shared and self._compact:  # the fallback fills and scans after its rewrite
                 out |= {"free_blocks": 0.0, "unfilled_blocks": 0.0, "fill_s": 0.0,
                         "probe_hits": 0.0}

@@ -1,5 +1,6 @@
 """The DuckDB purge on real files: erase blanks and deletes, purge checkpoints and fills the free
-blocks, and falls back to rewriting the tables when a block that held the content is shared.
+blocks, has the segments that share a block with the old content rewritten, and falls back to
+rewriting the tables when a block that held the content stays shared.
 
 Strings are stored uncompressed here (``force_compression``) so that the byte scan can see them:
 with DuckDB's default DICT_FSST compression the texts are not in the file as plain bytes at all
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from memstack.jobs.bench.forget.worker import event_id
 from memstack.operators.forget import Tombstones
@@ -111,12 +114,31 @@ def test_several_requests_purged_in_one_call(tmp_path: Path) -> None:
     assert survivors_intact(index, [3, 2500, 2501, ROWS - 2])
 
 
-def test_a_shared_block_is_detected_and_the_fallback_removes_it(tmp_path: Path) -> None:
+def test_a_shared_block_is_released_without_rewriting_the_table(tmp_path: Path) -> None:
+    """DuckDB packs the last pieces of a row group's columns into one block: after the
+    checkpoint, the old text segment's block is still used by other columns. The purge has
+    those columns rewritten (row group by row group) instead of the whole table."""
     index = index_of(tmp_path / "m.duckdb")
     bounded = DuckDBForgetStore.over(index, compact_fallback=False)
     bounded.erase(targets(GONE))
     figures = bounded.purge(probes(GONE))
-    assert figures["shared_blocks"] > 0 and figures["compacted"] == 0.0
+    assert figures["shared_blocks"] > 0 and figures["released_segments"] > 0
+    assert figures["shared_left"] == 0.0 and figures["compacted"] == 0.0
+    assert figures["clean"] == 1.0
+    assert in_file(index, GONE) == 0
+    assert survivors_intact(index, GONE)
+
+
+def test_a_shared_block_left_makes_the_fallback_rewrite(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstack.pipelines.forgetting import duckdb_shred
+
+    monkeypatch.setattr(duckdb_shred, "RELEASE_ROUNDS", 0)  # as when a key column shares it
+    index = index_of(tmp_path / "m.duckdb")
+    bounded = DuckDBForgetStore.over(index, compact_fallback=False)
+    bounded.erase(targets(GONE))
+    figures = bounded.purge(probes(GONE))
+    assert figures["shared_left"] > 0 and figures["compacted"] == 0.0
     assert figures["clean"] == 0.0  # the bounded path does not vouch for a shared block
     more = [10, 11]
     with_fallback = DuckDBForgetStore.over(index)
