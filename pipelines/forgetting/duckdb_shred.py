@@ -138,13 +138,14 @@ def release_shared(con: duckdb.DuckDBPyConnection, noted: set[int]
     began = time.monotonic()
     seen_free: set[int] = set()
     figures = {"released_segments": 0.0, "release_rounds": 0.0}
-    for _ in range(RELEASE_ROUNDS):
+    left: dict[int, set[str]] = {}
+    for round_ in range(RELEASE_ROUNDS + 1):
         live = live_blocks(con)
         seen_free |= {b for b in noted if b not in live}
-        dirty = {b: live[b] for b in noted - seen_free}
-        if not dirty:
+        left = {b: live[b] for b in noted - seen_free}
+        if not left or round_ == RELEASE_ROUNDS:
             break
-        sharing = _sharing(con, set(dirty))
+        sharing = _sharing(con, set(left))
         if any(column in _keyed(table) for table, places in sharing.items()
                for _, column in places):
             break
@@ -156,15 +157,10 @@ def release_shared(con: duckdb.DuckDBPyConnection, noted: set[int]
         except BaseException:
             con.rollback()
             raise
+        figures["released_segments"] += changed
         if changed < sum(len(p) for p in sharing.values()):
             break  # a row group without a live row: its segments cannot be rewritten here
-        figures["released_segments"] += changed
         con.execute("CHECKPOINT")
-    else:
-        live = live_blocks(con)
-        seen_free |= {b for b in noted if b not in live}
-    left = {b: tables for b, tables in live_blocks(con).items()
-            if b in noted and b not in seen_free}
     figures["release_s"] = time.monotonic() - began
     return left, figures
 

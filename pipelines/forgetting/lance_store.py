@@ -31,7 +31,6 @@ from typing import Any
 
 import lancedb
 import numpy as np
-from lancedb.index import FTS
 
 from memstack.operators.forget import Tombstones
 from memstack.pipelines.forgetting.contract import (
@@ -41,7 +40,7 @@ from memstack.pipelines.forgetting.contract import (
     erased_then_purged,
     files_containing,
 )
-from memstack.pipelines.stores import lance_files
+from memstack.pipelines.stores import lance_capped, lance_files
 from memstack.pipelines.stores.lance_index import (
     TABLE,
     TEXT_INDEX,
@@ -188,11 +187,10 @@ class LanceForgetStore:
                 lance_files.index_overcount(dataset, VECTOR_INDEX))
 
     def _rebuild_text(self) -> None:
-        """The full-text index built again from the rows there are now (own handle)."""
-        def attempt() -> None:
-            table = lancedb.connect(self.directory).open_table(TABLE)
-            table.create_index("text", config=FTS(), name=TEXT_INDEX, replace=True)
-        lance_files.retrying("full-text rebuild", attempt)
+        """The full-text index built again from the rows there are now (own handles), in
+        segments as every index is built (:mod:`~memstack.pipelines.stores.lance_capped`)."""
+        lance_capped.build_scalar(self.index.uri, "text", "INVERTED", TEXT_INDEX,
+                                  self.index.policy.segment_rows, **lance_capped.fts_params())
 
     def _drop_versions(self) -> int:
         """Delete every tag, then every version but the latest. A tag created meanwhile makes

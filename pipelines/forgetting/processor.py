@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -231,16 +232,17 @@ class ForgetProcessor:
         found = self.probes([h.resolved for h in batch])
         probes = sorted({p for probe in found for p in probe.byte_probes})
         probe_s = time.monotonic() - t0
-        physical: dict[str, dict[str, float]] = {}
         deferred: dict[str, list[ForgetReport]] = {}
+        two_phase: list[tuple[str, TwoPhase]] = []
         for store in self.forgettables() if batch else ():
             if _forgets_first(store):
                 continue
             if isinstance(store, TwoPhase):
-                physical[store.name] = {**store.purge(probes, exclusive),
-                                        "batch": float(len(batch))}
+                two_phase.append((store.name, store))
             else:  # a one-phase store (the consolidated weights): forgets here, per request
                 deferred[store.name] = [store.forget(h.resolved.targets) for h in batch]
+        physical = {name: {**figures, "batch": float(len(batch))}
+                    for name, figures in purge_together(two_phase, probes, exclusive).items()}
         return Purged(tuple(batch), tuple(found), physical, deferred, datetime.now(UTC),
                       {"probe": probe_s, "erase": time.monotonic() - t0 - probe_s})
 
@@ -326,6 +328,24 @@ class ForgetProcessor:
 
     def _destroy_keys(self, request: ForgetRequest) -> list[str]:
         return [] if self.keys is None else destroy_for(self.keys, request)
+
+
+def purge_together(stores: Sequence[tuple[str, TwoPhase]], probes: Sequence[bytes],
+                   exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+                   ) -> dict[str, dict[str, float]]:
+    """Every (name, store)'s :meth:`~TwoPhase.purge`, at the same time, inside one
+    ``exclusive()``; per name, its figures.
+
+    The stores' files are disjoint, so their purges need no order among themselves, only the
+    exclusion of hides and reads; one after the other, each inside its own ``exclusive()``,
+    the DuckDB purge and the Lance purge took their sum (0.8 s + 1.0 s at 1M rows, measured),
+    and both spend it in native code that releases the GIL. An error in one is raised once
+    the others have finished."""
+    if len(stores) < 2:
+        return {name: store.purge(probes, exclusive) for name, store in stores}
+    with exclusive(), ThreadPoolExecutor(len(stores), thread_name_prefix="purge") as pool:
+        running = {name: pool.submit(store.purge, probes) for name, store in stores}
+        return {name: future.result() for name, future in running.items()}
 
 
 def _forgets_first(store: object) -> TypeGuard[ForgetsFirst]:

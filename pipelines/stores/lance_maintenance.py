@@ -18,10 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import lancedb
-from lancedb.index import FTS, Bitmap, BTree, IvfPq
-
-from memstack.pipelines.stores import lance_files, lance_segments
+from memstack.pipelines.stores import lance_capped, lance_files, lance_segments
 from memstack.pipelines.stores.base import Maintenance
 from memstack.pipelines.stores.errors import (
     StoreError,
@@ -126,32 +123,36 @@ class IndexMaintenance:
         p = self._policy
         lance_files.compact_small(self._uri, p.fragment_rows)
         lance_segments.index_new_rows(self._uri)
-        lance_segments.merge_segments(self._uri, p.refresh_rows, p.merge_width, p.fragment_rows)
+        lance_segments.merge_segments(self._uri, p.refresh_rows, p.merge_width, p.fragment_rows,
+                                      p.segment_rows)
         self._table.checkout_latest()  # the commits above went through pylance handles
         lance_files.drop_versions(self._uri, p.keep_versions_for)
 
     def _build_missing(self) -> list[str]:
+        """The indexes not there yet, each built as segments of at most
+        :attr:`IndexPolicy.segment_rows` (:mod:`~memstack.pipelines.stores.lance_capped`)."""
         kinds = {i.name: i.index_type for i in self._table.list_indices()}
+        cap = self._policy.segment_rows
         built: list[str] = []
         if TEXT_INDEX not in kinds:
-            self._table.create_index("text", config=FTS(), name=TEXT_INDEX)
+            lance_capped.build_scalar(self._uri, "text", "INVERTED", TEXT_INDEX, cap,
+                                      **lance_capped.fts_params())
             built.append(TEXT_INDEX)
-        wanted: list[tuple[str, BTree | Bitmap, str]] = [
-            (c, BTree(), "BTree") for c in self._policy.scalar_columns]
-        wanted += [(c, Bitmap(), "Bitmap") for c in self._policy.bitmap_columns]
-        for column, config, kind in wanted:
+        wanted = [(c, "BTREE", "BTree") for c in self._policy.scalar_columns]
+        wanted += [(c, "BITMAP", "Bitmap") for c in self._policy.bitmap_columns]
+        for column, index_type, kind in wanted:
             name = f"{column}_idx"
             if kinds.get(name) != kind:  # absent, or built as another kind by an older version
-                self._table.create_index(column, config=config, name=name, replace=True)
+                lance_capped.build_scalar(self._uri, column, index_type, name, cap)
                 built.append(name)
+        if built:
+            self._table.checkout_latest()  # the builds committed through pylance handles
         return built
 
-    def _train_vector_index(self, rows: int, table: Any = None) -> None:
-        partitions = max(1, min(int(math.sqrt(rows)), rows // 1024))
-        config = IvfPq(distance_type="cosine", num_partitions=partitions,
-                       num_sub_vectors=self._policy.num_sub_vectors, max_iterations=20)
-        (table or self._table).create_index("vector", config=config, name=VECTOR_INDEX,
-                                            replace=True)
+    def _train_vector_index(self, rows: int) -> None:
+        lance_capped.build_vector(self._uri, VECTOR_INDEX, self._policy.segment_rows,
+                                  rows=rows, num_sub_vectors=self._policy.num_sub_vectors)
+        self._table.checkout_latest()
         self._trained_at = rows
 
     def vector_index_trained_version(self) -> int | None:
@@ -171,11 +172,11 @@ class IndexMaintenance:
         while training, on its own handle, and retries when a concurrent commit conflicts).
         Returns the version it trained on (:meth:`vector_index_trained_version`)."""
         self._writable("retrain_vector_index")
-        def attempt() -> None:
-            table = lancedb.connect(self._dir).open_table(TABLE)
-            self._train_vector_index(int(table.count_rows()), table)
         with translated("retrain_vector_index", self._dir):
-            lance_files.retrying("vector retrain", attempt, attempts=3)
+            rows = int(lance_files.latest(self._uri).count_rows())
+            lance_capped.build_vector(self._uri, VECTOR_INDEX, self._policy.segment_rows,
+                                      rows=rows, num_sub_vectors=self._policy.num_sub_vectors)
+            self._trained_at = rows
         with self.quiesced():
             pass
         trained = self.vector_index_trained_version()

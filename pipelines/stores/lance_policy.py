@@ -26,6 +26,12 @@ class IndexPolicy:
     """Compaction merges fragments up to this many rows and no further (LanceDB's ``optimize``
     would merge up to ~1M): a forget purge rewrites only the fragments holding deleted rows, so
     this bounds its cost (see pipelines/stores/lance_files.py and docs/forget.md)."""
+    segment_rows: int = 131_072
+    """An index segment covers at most this many rows (whole fragments): builds cut an index
+    into such segments and the tiered merges stop short of it, so a forget's purge remaps
+    segments of this size whatever the table's (:mod:`~memstack.pipelines.stores.lance_capped`;
+    at 1M rows, one purge's rewrite and remap took 3.2 s with one segment per index, measured).
+    The cost: a search reads ``rows / segment_rows`` segments or more."""
     num_sub_vectors: int = 24
     """PQ sub-vectors (16 dims each at 384): 48 trains ~2.5x slower for little gain with refine."""
     refine_factor: int = 5

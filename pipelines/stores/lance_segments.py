@@ -41,12 +41,14 @@ def tier(rows: int, floor: int, width: int) -> int:
     return int(math.log(rows / floor, width))
 
 
-def merge_plan(sizes: Sequence[int], floor: int, width: int) -> list[int]:
+def merge_plan(sizes: Sequence[int], floor: int, width: int,
+               cap: int | None = None) -> list[int]:
     """The merges to run, in order, as the number of newest segments each one merges.
 
     ``sizes`` are the segments' row counts, oldest first. While the newest ``width`` segments
     are all in one tier they are merged into one, and the result may complete a run of the
-    tier above (the cascade). Pure: the caller runs the merges."""
+    tier above (the cascade); never into a segment of more than ``cap`` rows (those segments
+    stay as they are). Pure: the caller runs the merges."""
     if width < 2:
         raise ValueError(f"merge width must be at least 2, not {width}")
     segments = list(sizes)
@@ -54,6 +56,8 @@ def merge_plan(sizes: Sequence[int], floor: int, width: int) -> list[int]:
     while len(segments) >= width:
         newest = segments[-width:]
         if len({tier(s, floor, width) for s in newest}) != 1:
+            break
+        if cap is not None and sum(newest) > cap:
             break
         plan.append(width)
         segments[-width:] = [sum(newest)]
@@ -93,7 +97,8 @@ def index_new_rows(uri: str) -> None:
              lambda: latest(uri).optimize.optimize_indices(num_indices_to_merge=0))
 
 
-def merge_segments(uri: str, floor: int, width: int, fragment_rows: int) -> dict[str, int]:
+def merge_segments(uri: str, floor: int, width: int, fragment_rows: int,
+                   cap: int | None = None) -> dict[str, int]:
     """Run the tiered merges every index is due (:func:`merge_plan`), one step at a time;
     returns, per index, the segments it has afterwards.
 
@@ -104,7 +109,7 @@ def merge_segments(uri: str, floor: int, width: int, fragment_rows: int) -> dict
     hence the merge first). Without it the table would keep one small fragment per refresh."""
     for _ in range(MAX_STEPS):
         due = {name: plan[0] for name, listed in segments(latest(uri)).items()
-               if (plan := merge_plan([s.rows for s in listed], floor, width))}
+               if (plan := merge_plan([s.rows for s in listed], floor, width, cap))}
         if not due:
             break
         for name, k in due.items():
