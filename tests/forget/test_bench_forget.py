@@ -51,6 +51,11 @@ def test_result_figures() -> None:
     assert r["rows_small"] == 10 and r["rows_large"] == 100 and r["growth"] == 3.0
     assert r["ingest_stall_max_s"] == 7.0 and r["batch_100_vs_one"] == 100.0
     assert r["physical_p50_s_small"] == 2.0 and r["physical_p50_s"] == 6.0
+    assert "growth_3m" not in r  # --quick has two sizes
+    huge = {"physical_p50_s": 9.0, "batch_100_s": 900.0, "ingest_stall_max_s": 9.5}
+    r = result(10, 100, lo, hi, Report("test"), huge).figures
+    assert r["growth_3m"] == 1.5 and r["physical_p50_s_3m"] == 9.0 and r["rows_3m"] == 3e6
+    assert r["ingest_stall_max_s"] == 9.5 and r["growth"] == 3.0
 
 
 def test_subject_rows_follow_the_generator() -> None:

@@ -1,6 +1,6 @@
 """``memstack bench forget``: how long forgetting takes as the stores grow, while ingest goes on.
 
-Per size (``--quick``: 20k and 200k memories; full: 100k and 1M) the stores are generated in
+Per size (``--quick``: 20k and 200k memories; full: 100k, 1M and 3M) the stores are generated in
 bulk with the query benchmark's corpus and indexed as the worker indexes them; then a store
 thread runs the live worker's schedule over them (:mod:`memstack.jobs.bench.forget.worker`:
 a batch of events committed by the real projector every 0.2 s, and between two batches the
@@ -14,15 +14,16 @@ its own thread, the worker's default; or purged and audited by the real ``Eraser
    :data:`BATCH_BUDGET_S`, ``batch_100_s`` is the measured time per request times :data:`BATCH`
    (``batch_done`` says how many were measured, ``batch_extrapolated`` 1).
 
-Figures at the large size (``*_small`` at the small one), seconds from the request's record
-being handed to the worker ("logged"):
+Figures at the large size (``*_small`` at the small one, ``*_3m`` at 3M in a full run),
+seconds from the request's record being handed to the worker ("logged"):
 
 - ``logical_*``: until reads answer without the content: logged -> hidden (the logical phase
   committed; a read may still wait at the service's gate while a purge runs, see
   docs/forget.md). ``audited_*``: logged -> audited.
 - ``physical_*``: until every store's bytes are erased (the physical pass: probe, purge of every
   store; the audit after it not);
-- ``growth``: physical p50 large / small; ``batch_100_s``: first logged -> last erased;
+- ``growth``: physical p50 large / small (``growth_3m``: 3M / large); ``batch_100_s``: first
+  logged -> last erased;
 - ``ingest_stall_max_s``: the longest gap between two live commits while requests ran (the
   nominal gap is 0.2 s).
 - ``resolve_ms_small``/``resolve_ms_large``/``resolve_ms_ratio``: resolving a subject forget
@@ -38,6 +39,7 @@ deployed worker.
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 import threading
 import time
@@ -179,29 +181,45 @@ def _figures(singles: list[Applied], batch: list[Applied], batch_s: float, compl
     }
 
 
+HUGE = 3_000_000
+"""The third size of a full run (``*_3m`` figures, ``growth_3m``): a bounded purge costs the
+same at 3M as at 1M."""
+
+
 def run(quick: bool, report: Report) -> Result:
     small, large = (20_000, 200_000) if quick else (100_000, 1_000_000)
     singles = QUICK_SINGLES if quick else SINGLES
     budget = QUICK_BATCH_BUDGET_S if quick else BATCH_BUDGET_S
     root = Path("out").resolve() if Path("out").is_dir() else None
+    huge = None
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         lo = measure_size(Plan(small, singles, batch_budget_s=budget), report, Path(tmp))
         hi = measure_size(Plan(large, singles, batch_budget_s=budget), report, Path(tmp))
         resolving = forget_resolve.measure(
             Sized(stores_dir(Path(tmp), small), small + int(lo["ingested_rows"])),
             Sized(stores_dir(Path(tmp), large), large + int(hi["ingested_rows"])), quick, report)
-    out = result(small, large, lo, hi, report)
+        if not quick:
+            for size in (small, large):  # the disk the third size needs
+                shutil.rmtree(stores_dir(Path(tmp), size).parent, ignore_errors=True)
+            huge = measure_size(Plan(HUGE, singles, batch_budget_s=budget), report, Path(tmp))
+    out = result(small, large, lo, hi, report, huge)
     out.figures |= resolving
     return out
 
 
 def result(small: int, large: int, lo: dict[str, float], hi: dict[str, float],
-           report: Report) -> Result:
+           report: Report, huge: dict[str, float] | None = None) -> Result:
     figures = {"rows_small": float(small), "rows_large": float(large)}
     figures |= {k: v for k, v in hi.items()}
     figures |= {f"{k}_small": v for k, v in lo.items()}
     figures["growth"] = hi["physical_p50_s"] / lo["physical_p50_s"]
     figures["batch_100_vs_one"] = hi["batch_100_s"] / hi["physical_p50_s"]
-    figures["ingest_stall_max_s"] = max(lo["ingest_stall_max_s"], hi["ingest_stall_max_s"])
+    stalls = [lo["ingest_stall_max_s"], hi["ingest_stall_max_s"]]
+    if huge is not None:
+        figures["rows_3m"] = float(HUGE)
+        figures |= {f"{k}_3m": v for k, v in huge.items()}
+        figures["growth_3m"] = huge["physical_p50_s"] / hi["physical_p50_s"]
+        stalls.append(huge["ingest_stall_max_s"])
+    figures["ingest_stall_max_s"] = max(stalls)
     report("figures: %s", figures)
     return Result("bench forget", figures)
