@@ -128,7 +128,8 @@ class ResidentRows:
             for name, empty in (("text", ""), ("metadata_json", "{}")):
                 column = table.column(name).chunk(0)
                 blanked = pc.if_else(mask, pa.scalar(empty, column.type), column)
-                table = table.set_column(table.schema.get_field_index(name), name, blanked)
+                i = table.schema.get_field_index(name)  # the field kept: nullable or not
+                table = table.set_column(i, table.schema.field(i), blanked)
             self._runs[run] = table
 
     def take(self, positions: Sequence[int] | Positions,

@@ -1,0 +1,40 @@
+"""The resident index's rows (:class:`memstack.view.resident.rows.ResidentRows`, pure Arrow):
+a row blanked after a forget keeps the held schema, so a read across runs, and the merge of
+runs, still works (a search after a forget answered 500 when its rows spanned a blanked run
+and another: ``concat_tables`` found ``text: string`` against ``text: string not null``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+
+from memstack.schemas.rows import memories_schema
+from memstack.view.resident.rows import COLUMNS, ResidentRows
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _table(lo: int, hi: int) -> pa.Table:
+    schema = pa.schema([memories_schema().field(n) for n in COLUMNS])
+    return pa.Table.from_pylist([{
+        "memory_id": f"m{i}", "event_id": f"m{i}", "tenant": "acme", "session": f"s{i % 3}",
+        "subject": None, "kind": "message", "text": f"text {i}", "vt_from": T0 + timedelta(i),
+        "vt_to": None, "tt_from": T0, "tt_to": None, "partition": 0, "offset": i,
+        "metadata_json": "{}"} for i in range(lo, hi)], schema=schema)
+
+
+def test_blanked_rows_keep_the_schema_across_runs_and_merges() -> None:
+    rows = ResidentRows()
+    rows.append(_table(0, 100))
+    rows.append(_table(100, 110))  # a second run (too small to merge into the first)
+    schema = rows.take([0]).schema
+    rows.alive.view()[[5, 105]] = False
+    rows.blank(np.asarray([5, 105], dtype=np.int64))
+    both = rows.take([105, 3, 5, 107])  # across the two runs
+    assert both.schema == schema
+    assert both.column("text").to_pylist() == ["", "text 3", "", "text 107"]
+    assert both.column("metadata_json").to_pylist() == ["{}"] * 4
+    rows.append(_table(110, 200))  # merges the runs, the blanked ones among them
+    assert rows.take([5, 150]).column("text").to_pylist() == ["", "text 150"]
