@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memstack.foundation.errors import MemstackError
 from memstack.pipelines.stores.arrow import to_memories
 from memstack.pipelines.stores.duckdb_index import DuckDBEventIndex
 from memstack.pipelines.stores.lance_index import quote
@@ -204,17 +205,34 @@ class AsOfView:
         form.
 
         Each retriever returns slim candidates (id, tenant, session, the as-of columns); the
-        full rows are read for the final top ``k`` only.
+        full rows are read for the final top ``k`` only. Should the resident search index
+        fail while answering, it is dropped (logged, rebuilt later) and the search answers
+        through LanceDB.
         """
-        from memstack.view import legs, selective
-        from memstack.view.resident import Scope, resident_of
-        from memstack.view.resident.legs import legs as resident_legs
-        from memstack.view.search import RANKING, own_table, with_neighbours
+        from memstack.view.resident.index import drop_failed
 
         if k < 1:
             raise InvalidQueryError(f"k={k} must be at least 1")
         if not text.strip():
             raise InvalidQueryError("search text is empty")
+        args = (text, k, kinds, session, subject, mode, filter, ranking)
+        try:
+            return self._search(*args, resident_allowed=True)
+        except MemstackError:  # bad input, a tenant's scope, a store's own error
+            raise
+        except Exception:
+            if not drop_failed(self.memory.stores.vectors):
+                raise  # not the resident index's failure
+            return self._search(*args, resident_allowed=False)
+
+    def _search(self, text: str, k: int, kinds: Sequence[str] | None, session: str | None,
+                subject: str | None, mode: SearchMode, filter: FilterSpec,
+                ranking: Ranking | None, *, resident_allowed: bool) -> list[SearchHit]:
+        from memstack.view import legs, selective
+        from memstack.view.resident import Scope, resident_of
+        from memstack.view.resident.legs import legs as resident_legs
+        from memstack.view.search import RANKING, own_table, with_neighbours
+
         scope = self._scope_clauses(kinds, session, subject, filter)
         n = max(MIN_CANDIDATES, CANDIDATE_FACTOR * k)
         stages = ranking or RANKING
@@ -227,7 +245,7 @@ class AsOfView:
         elif isinstance(chosen, selective.Members):  # a broad one: kept from the rows ranked
             broad = chosen
         resident = None
-        if metadata is None:  # no metadata filter: the resident index answers
+        if metadata is None and resident_allowed:  # no metadata filter: the resident index
             resident = resident_of(self.memory.stores.vectors)
         values = Scope(None if kinds is None else frozenset(kinds), session, subject)
         if found is not None:

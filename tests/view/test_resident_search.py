@@ -295,3 +295,23 @@ def test_a_copy_that_fails_to_follow_leaves_searches_to_lancedb(
     monkeypatch.setattr(resident, "RETRY_AFTER_S", 0.0)
     again = resident_of(vectors)
     assert again is not None and again is not held and again.rows.live() == 31
+
+
+def test_a_copy_that_fails_while_answering_is_dropped_and_lancedb_answers(
+        written: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstack.view.resident import index as resident
+
+    with Stores.open(written, read_only=True, dim=DIM) as stores:
+        view = MemoryView("t0", stores, encoder=_Fixed(VECTORS[11]))
+        assert resident_of(stores.vectors) is not None
+
+        def broken(*args: Any) -> None:
+            raise ValueError("Schema at index 1 was different")  # the bug this guards
+
+        monkeypatch.setattr(resident.ResidentIndex, "memories", broken)
+        got = view.search("lake camping", 10)
+        assert resident.drop_failed(stores.vectors) is False  # dropped already: not held
+        monkeypatch.undo()
+        monkeypatch.setenv(ENV, "0")
+        want = view.search("lake camping", 10)
+    assert got and [h.memory for h in got] == [h.memory for h in want]

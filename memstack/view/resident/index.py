@@ -333,10 +333,23 @@ it is built again from scratch."""
 _FAILED: weakref.WeakKeyDictionary[LanceVectorIndex, float] = weakref.WeakKeyDictionary()
 
 
-def _failed(vectors: LanceVectorIndex) -> None:
-    log.exception("the resident search index of %s failed to follow its table; searches go "
-                  "through LanceDB and the copy is rebuilt in %.0f s", vectors.directory,
-                  RETRY_AFTER_S)
+def drop_failed(vectors: object) -> bool:
+    """After a search failed while a ready copy of ``vectors`` was held: drop the copy (the
+    error logged; searches go through LanceDB and it is rebuilt after :data:`RETRY_AFTER_S`)
+    and return True. False when no ready copy was held: the failure was not the copy's."""
+    if not isinstance(vectors, LanceVectorIndex):
+        return False
+    with _REGISTRY:
+        held = _INDEXES.get(vectors)
+    if held is None or not held.ready:
+        return False
+    _failed(vectors, "failed while answering a search")
+    return True
+
+
+def _failed(vectors: LanceVectorIndex, what: str = "failed to follow its table") -> None:
+    log.exception("the resident search index of %s %s; searches go through LanceDB and the "
+                  "copy is rebuilt in %.0f s", vectors.directory, what, RETRY_AFTER_S)
     with _REGISTRY:
         _INDEXES.pop(vectors, None)
         _FAILED[vectors] = time.monotonic()
