@@ -105,17 +105,26 @@ def clear_pending(con: duckdb.DuckDBPyConnection, keep: Iterable[int] = ()) -> N
                 [sorted(keep)])
 
 
+def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [str(t) for (t,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()]
+
+
+def _placed(table: str) -> str:
+    """A subquery of ``table``'s segments, one row per block each uses: ``row_group_id``,
+    ``column_name``, ``b`` (the block)."""
+    info = f"pragma_storage_info('{table}')"
+    return (f"(SELECT row_group_id, column_name, block_id AS b FROM {info} UNION ALL "
+            f"SELECT row_group_id, column_name, unnest(additional_block_ids) FROM {info})")
+
+
 def live_blocks(con: duckdb.DuckDBPyConnection) -> dict[int, set[str]]:
     """Every block a table segment uses, with the tables using it."""
     out: dict[int, set[str]] = {}
-    for (table,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary"
-                                ).fetchall():
-        rows = con.execute(
-            f"SELECT DISTINCT b FROM (SELECT block_id AS b FROM pragma_storage_info('{table}') "
-            f"UNION ALL SELECT unnest(additional_block_ids) FROM pragma_storage_info('{table}'))"
-            " WHERE b >= 0").fetchall()
+    for table in _tables(con):
+        rows = con.execute(f"SELECT DISTINCT b FROM {_placed(table)} WHERE b >= 0").fetchall()
         for (block,) in rows:
-            out.setdefault(int(block), set()).add(str(table))
+            out.setdefault(int(block), set()).add(table)
     return out
 
 
@@ -175,16 +184,12 @@ def _sharing(con: duckdb.DuckDBPyConnection, blocks: set[int]
              ) -> dict[str, set[tuple[int, str]]]:
     """Per table, the (row group, column) whose segments use any of ``blocks``."""
     out: dict[str, set[tuple[int, str]]] = {}
-    for (table,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary"
-                                ).fetchall():
-        info = f"pragma_storage_info('{table}')"
+    for table in _tables(con):
         rows = con.execute(
-            f"SELECT DISTINCT row_group_id, column_name FROM (SELECT row_group_id, column_name,"
-            f" block_id AS b FROM {info} UNION ALL SELECT row_group_id, column_name, "
-            f"unnest(additional_block_ids) FROM {info}) WHERE b IN (SELECT unnest(?::BIGINT[]))",
-            [sorted(blocks)]).fetchall()
+            f"SELECT DISTINCT row_group_id, column_name FROM {_placed(table)} "
+            "WHERE b IN (SELECT unnest(?::BIGINT[]))", [sorted(blocks)]).fetchall()
         for group, column in rows:
-            out.setdefault(str(table), set()).add((int(group), str(column)))
+            out.setdefault(table, set()).add((int(group), str(column)))
     return out
 
 

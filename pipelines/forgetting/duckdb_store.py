@@ -127,7 +127,7 @@ class DuckDBForgetStore:
             con.execute("CHECKPOINT")
             out = {"noted_blocks": float(len(noted)), "checkpoint_s": time.monotonic() - t}
             shared = shred.shared_blocks(con, noted)
-            out = {**out, "shared_blocks": float(len(shared))}
+            out["shared_blocks"] = float(len(shared))
             if shared:
                 shared, released = shred.release_shared(con, set(shared))
                 out |= released
