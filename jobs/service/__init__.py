@@ -249,7 +249,7 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
     from memstack.client import MemoryClient
     from memstack.pipelines.faust_app import build_live_app, run_worker
     from memstack.server.app import create_app
-    from memstack.view.resident.index import refresh_soon, warm_in_background
+    from memstack.view.resident.registry import refresh_soon, warm_in_background
 
     directory = options.run.stores_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)

@@ -143,7 +143,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from memstack.server.api_keys import LiveApiKeys
     from memstack.server.app import create_app
     from memstack.server.forward import ForwardToWriter
-    from memstack.view.resident.index import warm_in_background
+    from memstack.view.resident.registry import warm_in_background
 
     keys = LiveApiKeys()
     one_blas_thread()

@@ -199,8 +199,9 @@ class AsOfView:
         candidates fused by RRF, then the neighbours' shares (:mod:`memstack.view.search`;
         ``ranking`` sets those stages, default :data:`~memstack.view.search.RANKING`).
         ``filter`` (a metadata filter, :mod:`memstack.schemas.filters`) is a scope clause:
-        when few of the tenant's rows pass it, they are read first and ranked exactly
-        (:mod:`memstack.view.selective`); otherwise both legs and the neighbour stage
+        when few of the tenant's rows pass it, they are ranked alone: in the resident search
+        index when it is held (its positions), otherwise read first from LanceDB and ranked
+        exactly (:mod:`memstack.view.selective`); otherwise both legs and the neighbour stage
         prefilter on it in LanceDB. Every hit's metadata is checked by the filter's Python
         form.
 
@@ -209,7 +210,7 @@ class AsOfView:
         fail while answering, it is dropped (logged, rebuilt later) and the search answers
         through LanceDB.
         """
-        from memstack.view.resident.index import drop_failed
+        from memstack.view.resident.registry import drop_failed
 
         if k < 1:
             raise InvalidQueryError(f"k={k} must be at least 1")
@@ -240,14 +241,17 @@ class AsOfView:
         found, broad = None, None
         chosen = None if metadata is None else selective.plan(self, metadata, kinds, session,
                                                                subject)
+        resident, only = None, None
+        if resident_allowed and (metadata is None or isinstance(chosen, selective.Slice)):
+            resident = resident_of(self.memory.stores.vectors)  # no filter or a selective one
         if isinstance(chosen, selective.Slice):  # a selective filter: its rows first
-            found = legs.over_slice(self, chosen, text, scope, mode, stages, n)
+            if resident is not None:
+                only = resident.positions_of(chosen.rows.column("memory_id").to_pylist())
+            else:
+                found = legs.over_slice(self, chosen, text, scope, mode, stages, n)
         elif isinstance(chosen, selective.Members):  # a broad one: kept from the rows ranked
             broad = chosen
-        resident = None
-        if metadata is None and resident_allowed:  # no metadata filter: the resident index
-            resident = resident_of(self.memory.stores.vectors)
-        values = Scope(None if kinds is None else frozenset(kinds), session, subject)
+        values = Scope(None if kinds is None else frozenset(kinds), session, subject, only)
         if found is not None:
             by_text, by_vector, pool = found
         elif resident is not None:

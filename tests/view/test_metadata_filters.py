@@ -23,6 +23,7 @@ from memstack.server.api_keys import ApiKeys
 from memstack.server.app import create_app
 from memstack.view import MemoryView, selective
 from memstack.view.errors import InvalidFilterError
+from memstack.view.resident.registry import ENV as RESIDENT_ENV
 from tests.view.givens import project
 from tests.view.metadata_givens import DAYS, KNOWN_MID, METADATA, day, expected, scenario
 
@@ -78,12 +79,15 @@ def test_records_filter_in_duckdb_now_and_as_of_a_past_time(acme: MemoryView,
     assert past == expected(spec, range(6))  # a match written after `known` is not returned
 
 
-@pytest.fixture(params=["id-first", "broad", "prefilter"])
+@pytest.fixture(params=["resident", "id-first", "broad", "prefilter"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """How a search applies its filter (:func:`memstack.view.selective.plan`): its rows read
-    first (the default for these few rows), kept from the rows ranked without it (a broad
-    filter's), or as a LanceDB prefilter."""
-    if request.param != "id-first":
+    """How a search applies its filter (:func:`memstack.view.selective.plan`): its rows ranked
+    alone in the resident search index (the default for these few rows), read first from
+    LanceDB (no resident index), kept from the rows ranked without it (a broad filter's), or
+    as a LanceDB prefilter."""
+    if request.param == "id-first":
+        monkeypatch.setenv(RESIDENT_ENV, "0")
+    if request.param not in ("resident", "id-first"):
         monkeypatch.setattr(selective, "ID_FIRST_MAX", -1)
     if request.param == "broad":
         monkeypatch.setattr(selective, "ID_FIRST_BROAD", 0)

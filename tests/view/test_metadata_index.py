@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,13 @@ import pytest
 from memstack.operators.forget import Tombstones
 from memstack.operators.mutations import MemoryRow
 from memstack.pipelines.forgetting.lance_store import LanceForgetStore
+from memstack.pipelines.shards import bm25
 from memstack.pipelines.stores.bundle import Stores
 from memstack.pipelines.stores.lance_index import LanceVectorIndex
 from memstack.schemas.filters import matches, parse_filter
 from memstack.view import MemoryView, selective
 from memstack.view.metadata_index import MetadataIndex, index_of
+from memstack.view.resident.registry import ENV as RESIDENT_ENV
 from tests.forget.givens import request
 from tests.schemas.test_filter_forms import CASES, FIXED, _filter, _metadata
 
@@ -186,11 +189,35 @@ def _passing(spec: dict[str, Any], valid: datetime, known: datetime | None) -> l
             and r.vt_from <= valid and (known is None or r.tt_from <= known)]
 
 
+@pytest.fixture(params=["resident", "lancedb"])
+def held(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where an id-first search ranks the filter's rows: in the resident search index (its
+    positions; LanceDB is not read by row id) or read from LanceDB by row id."""
+    if request.param == "lancedb":
+        monkeypatch.setenv(RESIDENT_ENV, "0")
+    else:
+        def unread(*args: Any) -> None:
+            raise AssertionError("the resident path read the filter's rows from LanceDB")
+
+        monkeypatch.setattr(selective, "read", unread)
+    return str(request.param)
+
+
+def _bm25_reference(passing: list[int], query: str) -> list[tuple[int, float]]:
+    """BM25 by its definition over ``passing`` (the statistics theirs): (row, score), best
+    first."""
+    docs = [Counter(bm25.tokens(ROWS[i].text)) for i in passing]
+    terms = bm25.query_terms(query)
+    ranked = bm25.rank(bm25.stats_of(docs, terms),
+                       bm25.matches_of([f"m{i}" for i in passing], docs, terms), len(passing))
+    return [(int(r.memory_id[1:]), round(r.score, 4)) for r in ranked]
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
 @pytest.mark.parametrize(("spec", "at"), SEARCHES, ids=[json.dumps(s, default=str)
                                                        for s in SEARCHES])
 def test_id_first_answers_what_the_prefilter_answers(stores: Stores, spec: dict[str, Any],
-                                                     at: dict[str, Any], mode: str,
+                                                     at: dict[str, Any], mode: str, held: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     view = MemoryView("t0", stores, encoder=Encoder(VECTORS[0])).as_of(**at)
     spy = Spy(monkeypatch)
@@ -211,7 +238,15 @@ def test_id_first_answers_what_the_prefilter_answers(stores: Stores, spec: dict[
     if mode == "bm25":  # the same scores in the same order (tied rows may swap)
         scores = [[round(h.score.bm25_score or 0, 4) for h in hits]
                   for hits in (first, prefiltered, broad)]
-        assert scores[0] == scores[1] == scores[2]
+        assert scores[1] == scores[2]  # LanceDB: the table's statistics
+        if held == "lancedb":
+            assert scores[0] == scores[1]
+        else:  # the resident index: the statistics of the filter's rows, as for any scope
+            everyone = _passing(spec, datetime.max.replace(tzinfo=UTC), None)  # no as-of
+            answering = set(passing)
+            want = [score for i, score in _bm25_reference(everyone, "note about w3")
+                    if i in answering]
+            assert scores[0] == want[:k]
     if mode == "vector":  # exact cosine over the rows that pass
         query = VECTORS[0] / np.linalg.norm(VECTORS[0])
         cosine = VECTORS[passing] @ query / np.linalg.norm(VECTORS[passing], axis=1)

@@ -32,7 +32,7 @@ from memstack.pipelines.stores.bundle import Stores
 from memstack.pipelines.stores.lance_index import LanceVectorIndex
 from memstack.view import MemoryView
 from memstack.view.resident import Scope, resident_of, vector_lists
-from memstack.view.resident.index import ENV, MAX_ROWS_ENV
+from memstack.view.resident.registry import ENV, MAX_ROWS_ENV
 from memstack.view.resident.vector_lists import VectorLists
 from tests.forget.givens import request
 
@@ -133,6 +133,33 @@ def test_vectors_exact_while_small_and_recall_over_lists(monkeypatch: pytest.Mon
         assert all(a % 2 == 1 for a in at.tolist())
         assert distance == pytest.approx(1 - exact[at], abs=1e-5)
     assert float(np.mean(recall)) >= 0.95
+
+
+def test_vectors_by_position_in_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over inverted lists, a row's vector is found by its position (a filter's rows are
+    scored exactly), across a retraining, and a dead row's vector is zeroed where it lies."""
+    rng = np.random.default_rng(3)
+    dim = 32
+    data = vector_lists.unit(rng.standard_normal((5000, dim)))
+    monkeypatch.setattr(vector_lists, "FLAT_ROWS", 600)
+    listed = VectorLists(dim)
+    for lo in range(0, 5000, 450):  # trained at 600 rows, again at 2,400 (4x), appended between
+        listed.append(np.arange(lo, min(5000, lo + 450), dtype=np.int64), data[lo:lo + 450])
+    assert listed.lists > 0
+    some = np.sort(rng.choice(5000, 300, replace=False))
+    assert np.allclose(listed.vectors_at(some), data[some], atol=1e-6)
+    query = rng.standard_normal(dim)
+    at, distance = listed.exact(query, some, 20)
+    cosine = data[some] @ vector_lists.unit(query)
+    assert at.tolist() == some[np.argsort(-cosine, kind="stable")[:20]].tolist()
+    assert distance == pytest.approx(1 - np.sort(cosine)[::-1][:20], abs=1e-5)
+    dead = some[:50]
+    listed.zero(dead)
+    assert not listed.vectors_at(dead).any()
+    assert np.allclose(listed.vectors_at(some[50:]), data[some[50:]], atol=1e-6)
+    everything = lambda at: np.ones(len(at), dtype=bool)  # noqa: E731
+    found, _ = listed.nearest(data[int(some[60])], everything, 1)
+    assert found.tolist() == [int(some[60])]
 
 
 class _Fixed:
@@ -249,7 +276,7 @@ def test_off_or_above_the_row_cap_searches_go_through_lancedb(
 def test_a_held_index_is_refreshed_on_demand(tmp_path: Path) -> None:
     """After a forget's hide the service refreshes its copy at once (``refresh_held``), before
     any search; with no copy held it does nothing."""
-    from memstack.view.resident.index import refresh_held
+    from memstack.view.resident.registry import refresh_held
 
     index = _index(tmp_path, _rows(40), np.ones((40, DIM), np.float32))
     refresh_held(index)
@@ -265,7 +292,7 @@ def test_a_large_table_is_copied_in_the_background(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Above ``SYNC_ROWS`` the first search does not wait for the copy: it goes through
     LanceDB (None) while a thread builds it; a caller that waits gets it built."""
-    from memstack.view.resident import index as resident
+    from memstack.view.resident import registry as resident
 
     monkeypatch.setattr(resident, "SYNC_ROWS", 10)
     vectors = _index(tmp_path, _rows(40), np.ones((40, DIM), np.float32))
@@ -278,7 +305,7 @@ def test_a_large_table_is_copied_in_the_background(tmp_path: Path,
 
 def test_a_copy_that_fails_to_follow_leaves_searches_to_lancedb(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memstack.view.resident import index as resident
+    from memstack.view.resident import registry as resident
 
     vectors = _index(tmp_path, _rows(30), np.ones((30, DIM), np.float32))
     held = resident_of(vectors)
@@ -299,7 +326,7 @@ def test_a_copy_that_fails_to_follow_leaves_searches_to_lancedb(
 
 def test_a_copy_that_fails_while_answering_is_dropped_and_lancedb_answers(
         written: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memstack.view.resident import index as resident
+    from memstack.view.resident import registry as resident
 
     with Stores.open(written, read_only=True, dim=DIM) as stores:
         view = MemoryView("t0", stores, encoder=_Fixed(VECTORS[11]))

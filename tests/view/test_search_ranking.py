@@ -18,7 +18,7 @@ from memstack.pipelines.embedding import MiniLMEncoder
 from memstack.pipelines.stores.bundle import Stores
 from memstack.schemas.events import Event
 from memstack.view import MemoryView
-from memstack.view.resident.index import ENV as RESIDENT_ENV
+from memstack.view.resident.registry import ENV as RESIDENT_ENV
 from memstack.view.search import FUSED_ONLY, focused
 from tests.view.givens import project
 

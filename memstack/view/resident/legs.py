@@ -1,11 +1,13 @@
 """A search's two retrievers over the resident index (:mod:`memstack.view.resident.index`).
 
 The same legs as :mod:`memstack.view.legs`, answered in memory: the query's focus (its term
-shares counted on the scope's first texts, cached as there), BM25 and cosine candidates of the
-tenant and scope, and the as-of predicate (:func:`memstack.view.asof.memory_mask`, the one
-rule) applied to the top ``POSTFILTER_FACTOR * n``; when fewer than ``n`` of those answer, the
-leg ranks 8 times as many, until enough answer or none are left. Nothing here is approximate
-but the vector lists' probing (:mod:`memstack.view.resident.vector_lists`).
+shares counted on the scope's first texts, cached as there; under a selective metadata filter
+counted for the query's terms on the first texts of the filter's rows, per search), BM25 and
+cosine candidates of the tenant and scope, and the as-of predicate
+(:func:`memstack.view.asof.memory_mask`, the one rule) applied to the top
+``POSTFILTER_FACTOR * n``; when fewer than ``n`` of those answer, the leg ranks 8 times as
+many, until enough answer or none are left. Nothing here is approximate but the vector lists'
+probing (:mod:`memstack.view.resident.vector_lists`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from memstack.view import asof as A
+from memstack.view.focus import SAMPLE_ROWS, TermShares, focus, query_terms
 from memstack.view.legs import POSTFILTER_FACTOR
 from memstack.view.resident.index import ResidentIndex, Scope
 
@@ -34,7 +37,12 @@ def legs(view: AsOfView, index: ResidentIndex, text: str, where: Sequence[str], 
     from memstack.view.search import focused
 
     query = text
-    if mode == "hybrid":
+    if mode == "hybrid" and scope.only is not None and stages.common_share is not None:
+        # a selective filter's rows: the query's terms counted on their first texts, per search
+        # (filters vary per query; a cache keyed by them would rarely be hit)
+        texts = index.texts(view.tenant, scope, SAMPLE_ROWS)
+        query = focus(text, TermShares.of_terms(texts, query_terms(text)), stages.common_share)
+    elif mode == "hybrid":
         query = focused(view, text, where, stages.common_share,
                         lambda m: index.texts(view.tenant, scope, m))
     by_text = None if mode == "vector" else leg(

@@ -11,6 +11,7 @@ nearest list; the lists are trained again once the rows have grown :data:`RETRAI
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -50,6 +51,10 @@ class VectorLists:
         self._lists: list[tuple[Grow, Grow]] = []
         self._trained_rows = 0
         self.rows = 0
+        self._list_of = np.empty(0, dtype=np.int32)
+        """Per position, the list holding its vector (lists only)."""
+        self._slot_of = np.empty(0, dtype=np.int64)
+        """Per position, its row in that list."""
 
     @property
     def lists(self) -> int:
@@ -77,22 +82,42 @@ class VectorLists:
         if self._flat is not None:
             self._flat[positions] = 0.0
             return
-        for at, vectors in self._lists:
-            hit = np.isin(at.view(), positions)
-            if hit.any():
-                vectors[hit] = 0.0
+        for held, slots in self._by_list(positions):
+            self._lists[held][1][slots] = 0.0
+
+    def vectors_at(self, positions: Positions) -> Matrix:
+        """The unit vectors held for ``positions`` (zero for a dead row), in that order."""
+        if self._flat is not None:
+            found: Matrix = self._flat.view()[positions]
+            return found
+        out: Matrix = np.empty((len(positions), self.dim), dtype=np.float32)
+        lists, slots = self._list_of[positions], self._slot_of[positions]
+        order = np.argsort(lists, kind="stable")
+        ordered = lists[order]
+        cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(order)]
+        for a, b in itertools.pairwise(cuts):
+            rows = order[a:b]
+            out[rows] = self._lists[int(ordered[a])][1].view()[slots[rows]]
+        return out
+
+    def exact(self, query: npt.ArrayLike, positions: Positions, n: int
+              ) -> tuple[Positions, npt.NDArray[np.float32]]:
+        """The ``n`` of ``positions`` nearest to ``query``, every one scored (no probing):
+        for a scope of few rows, such as a selective metadata filter's."""
+        q = unit(np.asarray(query, dtype=np.float32).reshape(-1))
+        return _best(positions, self.vectors_at(positions) @ q, n)
+
+    def _by_list(self, positions: Positions) -> list[tuple[int, Positions]]:
+        """``positions`` grouped by the list holding them: ``(list, slots in it)``."""
+        lists, slots = self._list_of[positions], self._slot_of[positions]
+        return [(int(i), slots[lists == i]) for i in np.unique(lists).tolist()]
 
     def vector_of(self, position: int) -> npt.NDArray[np.float32]:
         """The unit vector held for ``position`` (zero once its row died)."""
-        if self._flat is not None:
-            found: npt.NDArray[np.float32] = self._flat.view()[position]
-            return found
-        for at, vectors in self._lists:
-            hit = np.flatnonzero(at.view() == position)
-            if len(hit):
-                held: npt.NDArray[np.float32] = vectors.view()[int(hit[0])]
-                return held
-        raise KeyError(f"no vector held for position {position}")
+        if not 0 <= position < self.rows:
+            raise KeyError(f"no vector held for position {position}")
+        held: npt.NDArray[np.float32] = self.vectors_at(np.array([position], np.int64))[0]
+        return held
 
     def nearest(self, query: npt.ArrayLike, allowed: Mask, n: int
                 ) -> tuple[Positions, npt.NDArray[np.float32]]:
@@ -149,10 +174,22 @@ class VectorLists:
         for lo in range(0, len(vectors), _CHUNK):
             part = vectors[lo:lo + _CHUNK]
             nearest = np.argmax(part @ self._centroids.T, axis=1)
+            chunk = positions[lo:lo + _CHUNK]
+            self._room(int(chunk.max()) + 1 if len(chunk) else 0)
             for i in np.unique(nearest).tolist():
                 rows = nearest == i
-                self._lists[i][0].append(positions[lo:lo + _CHUNK][rows])
+                first = self._lists[i][0].n
+                self._lists[i][0].append(chunk[rows])
                 self._lists[i][1].append(part[rows])
+                self._list_of[chunk[rows]] = i
+                self._slot_of[chunk[rows]] = np.arange(first, first + int(rows.sum()))
+
+    def _room(self, size: int) -> None:
+        """The locator arrays hold at least ``size`` positions."""
+        if size > len(self._list_of):
+            grown = max(size, 2 * len(self._list_of))
+            self._list_of = np.resize(self._list_of, grown)
+            self._slot_of = np.resize(self._slot_of, grown)
 
 
 def _best(positions: Positions, similarity: npt.NDArray[np.float32], n: int
