@@ -76,7 +76,10 @@ class RelevantRecords:
     Without a session, the tenant's hits alone. ``k`` hits of each are ranked; packing keeps
     as many, best first, as the budget holds."""
 
-    k: int = 30
+    k: int = 50
+    """Hits ranked per list. More than a 2,000-token budget holds (~45 turns): a search
+    ranking more rows ranks its first ones better (more candidates per leg, more neighbours
+    read); on LoCoMo 50 kept the evidence of more questions than 30 (docs/queries.md)."""
     name: str = "relevant"
     title: str = "Relevant memories"
     share: float = 0.5
