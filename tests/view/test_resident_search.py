@@ -153,6 +153,8 @@ def test_vectors_by_position_in_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     cosine = data[some] @ vector_lists.unit(query)
     assert at.tolist() == some[np.argsort(-cosine, kind="stable")[:20]].tolist()
     assert distance == pytest.approx(1 - np.sort(cosine)[::-1][:20], abs=1e-5)
+    nothing, far = listed.exact(query, np.empty(0, np.int64), 20)  # a filter keeping no row
+    assert nothing.tolist() == [] and far.tolist() == []
     dead = some[:50]
     listed.zero(dead)
     assert not listed.vectors_at(dead).any()

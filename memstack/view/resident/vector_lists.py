@@ -91,6 +91,8 @@ class VectorLists:
             found: Matrix = self._flat.view()[positions]
             return found
         out: Matrix = np.empty((len(positions), self.dim), dtype=np.float32)
+        if not len(positions):
+            return out
         lists, slots = self._list_of[positions], self._slot_of[positions]
         order = np.argsort(lists, kind="stable")
         ordered = lists[order]
