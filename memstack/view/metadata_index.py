@@ -148,6 +148,9 @@ class MetadataIndex:
         self._fragments: dict[str, _Fragment] = {}
         self._texts: dict[str, int] = {}
         self._text_of: list[str] = []
+        self._text_array: pa.Array | None = None
+        """:attr:`_text_of` as Arrow, made when a selection needs it after they changed (a
+        store whose rows each carry their own metadata holds as many texts as rows)."""
         self._parsed: list[Metadata] = []
         self._keys: dict[str, _Key] = {}
 
@@ -207,6 +210,7 @@ class MetadataIndex:
         if uid is None:
             uid = self._texts[text] = len(self._parsed)
             self._text_of.append(text)
+            self._text_array = None
             parsed = metadata_of(text)
             self._parsed.append(parsed)
             for name, value in parsed.items():
@@ -225,6 +229,7 @@ class MetadataIndex:
         self._fragments = {k: _Fragment(f.rows, renumber[f.codes], f.tenants)
                            for k, f in self._fragments.items()}
         self._text_of = [self._text_of[i] for i in kept]
+        self._text_array = None
         self._parsed = [self._parsed[i] for i in kept]
         self._texts = {text: uid for uid, text in enumerate(self._text_of)}
         self._keys = {}
@@ -259,7 +264,9 @@ class MetadataIndex:
                     rows = _empty()
                 else:
                     codes = np.concatenate([f.codes[keep] for f, keep in kept if len(keep)])
-                    metadata = pa.array(self._text_of, pa.string()).take(pa.array(codes))
+                    if self._text_array is None:
+                        self._text_array = pa.array(self._text_of, pa.string())
+                    metadata = self._text_array.take(pa.array(codes))
                     rows = (pa.concat_tables(found).append_column("metadata_json", metadata)
                             .sort_by("_rowid"))
         return Selection(rowids, tenant_rows, rows)
