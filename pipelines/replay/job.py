@@ -20,6 +20,7 @@ from pathlib import Path
 
 from memstack.foundation.settings import Settings
 from memstack.pipelines.forgetting.ledger import ForgetLedger
+from memstack.pipelines.replay import writer_mark
 from memstack.pipelines.replay.bounds import Bounds, End, Point, resolve
 from memstack.pipelines.replay.errors import ReplayJobError
 from memstack.pipelines.replay.flink_env import (
@@ -181,7 +182,9 @@ RELEASE_WAIT_S = 60.0
 
 
 def _wait_released(into: Path) -> None:
-    """Wait until the writer's process has let go of the DuckDB file. PyFlink may report the
+    """Wait until the writer has closed its stores (its mark is gone:
+    :mod:`~memstack.pipelines.replay.writer_mark`) and its process has let go of the DuckDB
+    file. PyFlink may report the
     job finished while a Python worker process is still closing its stores (a clean-clone CI
     run opened them for the verify at that moment and got ``StoreLockedError``: "Conflicting
     lock is held in ... python3.11"). Only a lock held by another process is waited for, at
@@ -190,6 +193,7 @@ def _wait_released(into: Path) -> None:
 
     from memstack.pipelines.stores.layout import DUCKDB_FILE
 
+    writer_mark.wait_closed(into)  # a writer closing in this process (loopback) or another
     path, deadline = into / DUCKDB_FILE, time.monotonic() + RELEASE_WAIT_S
     while path.exists():
         try:

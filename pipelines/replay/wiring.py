@@ -18,6 +18,7 @@ import numpy.typing as npt
 from memstack.foundation.kafka_connect import client_options
 from memstack.pipelines.contracts import DeadLetter, ForgetFilter, Projector
 from memstack.pipelines.embedding import Encoder, encoder_kind
+from memstack.pipelines.replay import writer_mark
 
 if TYPE_CHECKING:
     from memstack.pipelines.commit_path import CommitPath
@@ -66,7 +67,12 @@ def store_projector(config: WriterConfig) -> Projector:
     from memstack.pipelines.projector import StoreProjector
     from memstack.pipelines.stores.bundle import Stores
 
-    stores = Stores.open(config.into)
+    held = writer_mark.mark(config.into)
+    try:
+        stores = Stores.open(config.into)
+    except BaseException:
+        writer_mark.release(held)
+        raise
     try:
         # Vectors embedded upstream come with the plan; the writer encodes only the others.
         encoder = make_encoder(config.encoder, threads=config.embed_threads)
@@ -75,19 +81,24 @@ def store_projector(config: WriterConfig) -> Projector:
                                keys=keys, forgotten=config.forget)
     except BaseException:
         stores.close()
+        writer_mark.release(held)
         raise
     path = CommitPath(store)
-    path.on_close = lambda: _close_stores(stores, path)
+    path.on_close = lambda: _close_stores(stores, path, held)
     return path
 
 
-def _close_stores(stores: Stores, path: CommitPath) -> None:
-    """After the writer's last batch: build the vector indexes, close the stores."""
+def _close_stores(stores: Stores, path: CommitPath, held: Path) -> None:
+    """After the writer's last batch: build the vector indexes, close the stores, and only
+    then drop the writer's mark (:mod:`memstack.pipelines.replay.writer_mark`)."""
     try:
         if not stores.read_only:
             stores.vectors.maintain()
     finally:
-        stores.close()
+        try:
+            stores.close()
+        finally:
+            writer_mark.release(held)
     counts = path.vector_counts
     log.info("replay writer: vectors from upstream %d, embedded in the writer %d",
              counts.given, counts.encoded)
