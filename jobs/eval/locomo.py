@@ -12,8 +12,8 @@ only and vector only (the baselines), and hybrid under every ranking of the tuni
 recall@k is the fraction of the question's evidence turns among the top k, averaged over
 questions with evidence. ``search_p50_ms`` / ``_p99_ms``: each search under the default
 ranking, the questions encoded beforehand in one batch (the encoding is not in it; a focused
-query's encoding is paid by the grid's first ranking that focuses it). ``_with_notes`` searches every kind and credits a note with the turns
-it cites.
+query's encoding is paid by the grid's first ranking that focuses it). ``_with_notes``
+searches every kind and credits a note with the turns it cites.
 
 The audit errata (``locomo-audit``) are reported both ways: ``_errata_excluded`` drops the
 audited questions, ``_errata_corrected`` scores them against the audit's corrected evidence.
