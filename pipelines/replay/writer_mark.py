@@ -18,6 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from memstack.foundation.processes import pid_alive
+
 log = logging.getLogger(__name__)
 
 PREFIX = ".replay-writer-"
@@ -44,7 +46,7 @@ def live_marks(into: Path) -> list[Path]:
     out = []
     for path in into.glob(f"{PREFIX}*"):
         pid = path.name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and pid_alive(int(pid)):
             out.append(path)
     return sorted(out)
 
@@ -72,12 +74,3 @@ def wait_closed(into: Path, *, timeout_s: float = WAIT_S, poll_s: float = 0.05) 
             reported = now
         time.sleep(poll_s)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
