@@ -89,6 +89,12 @@ def focus(query: str, shares: TermShares, share: float = COMMON_SHARE) -> str:
     return " ".join(kept)
 
 
+def focus_over(query: str, texts: Iterable[str], share: float = COMMON_SHARE) -> str:
+    """:func:`focus` with the shares of the query's own terms counted on ``texts`` (no
+    cache: for a scope met once, such as a selective metadata filter's rows)."""
+    return focus(query, TermShares.of_terms(texts, query_terms(query)), share)
+
+
 def query_terms(query: str) -> set[str]:
     """The terms of ``query`` that :func:`focus` looks up (each word's first term)."""
     return {parts[0] for parts in map(terms, query.split()) if parts}

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memstack.view import asof as A
-from memstack.view.focus import SAMPLE_ROWS, TermShares, focus, query_terms
+from memstack.view.focus import SAMPLE_ROWS, focus_over
 from memstack.view.fusion import Candidate
 from memstack.view.selective import MAX_RANKED
 
@@ -87,8 +87,8 @@ def over_slice(view: AsOfView, chosen: Slice, text: str, scope: list[str],
     pool = read
     query = text
     if texts:  # the terms common in the rows searched leave the query
-        shares = TermShares.of_terms(sample.column("text").to_pylist(), query_terms(text))
-        query = focus(text, shares, stages.common_share)  # type: ignore[arg-type]  # texts
+        query = focus_over(text, sample.column("text").to_pylist(),
+                           stages.common_share)  # type: ignore[arg-type]  # texts
     text_leg: Future[pa.Table] | None = None
     if mode != "vector" and pool.num_rows:
         words, where = fts_text(query), selective.rowid_clause(pool)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from memstack.view import asof as A
-from memstack.view.focus import SAMPLE_ROWS, TermShares, focus, query_terms
+from memstack.view.focus import SAMPLE_ROWS, focus_over
 from memstack.view.legs import POSTFILTER_FACTOR
 from memstack.view.resident.index import ResidentIndex, Scope
 
@@ -40,8 +40,8 @@ def legs(view: AsOfView, index: ResidentIndex, text: str, where: Sequence[str], 
     if mode == "hybrid" and scope.only is not None and stages.common_share is not None:
         # a selective filter's rows: the query's terms counted on their first texts, per search
         # (filters vary per query; a cache keyed by them would rarely be hit)
-        texts = index.texts(view.tenant, scope, SAMPLE_ROWS)
-        query = focus(text, TermShares.of_terms(texts, query_terms(text)), stages.common_share)
+        query = focus_over(text, index.texts(view.tenant, scope, SAMPLE_ROWS),
+                           stages.common_share)
     elif mode == "hybrid":
         query = focused(view, text, where, stages.common_share,
                         lambda m: index.texts(view.tenant, scope, m))

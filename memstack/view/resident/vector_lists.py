@@ -82,7 +82,7 @@ class VectorLists:
         if self._flat is not None:
             self._flat[positions] = 0.0
             return
-        for held, slots in self._by_list(positions):
+        for held, slots, _ in self._by_list(positions):
             self._lists[held][1][slots] = 0.0
 
     def vectors_at(self, positions: Positions) -> Matrix:
@@ -91,15 +91,8 @@ class VectorLists:
             found: Matrix = self._flat.view()[positions]
             return found
         out: Matrix = np.empty((len(positions), self.dim), dtype=np.float32)
-        if not len(positions):
-            return out
-        lists, slots = self._list_of[positions], self._slot_of[positions]
-        order = np.argsort(lists, kind="stable")
-        ordered = lists[order]
-        cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(order)]
-        for a, b in itertools.pairwise(cuts):
-            rows = order[a:b]
-            out[rows] = self._lists[int(ordered[a])][1].view()[slots[rows]]
+        for held, slots, rows in self._by_list(positions):
+            out[rows] = self._lists[held][1].view()[slots]
         return out
 
     def exact(self, query: npt.ArrayLike, positions: Positions, n: int
@@ -109,10 +102,17 @@ class VectorLists:
         q = unit(np.asarray(query, dtype=np.float32).reshape(-1))
         return _best(positions, self.vectors_at(positions) @ q, n)
 
-    def _by_list(self, positions: Positions) -> list[tuple[int, Positions]]:
-        """``positions`` grouped by the list holding them: ``(list, slots in it)``."""
+    def _by_list(self, positions: Positions) -> list[tuple[int, Positions, Positions]]:
+        """``positions`` grouped by the list holding them: ``(list, slots in it, indexes into
+        positions)``."""
+        if not len(positions):
+            return []
         lists, slots = self._list_of[positions], self._slot_of[positions]
-        return [(int(i), slots[lists == i]) for i in np.unique(lists).tolist()]
+        order = np.argsort(lists, kind="stable")
+        ordered = lists[order]
+        cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(order)]
+        return [(int(ordered[a]), slots[order[a:b]], order[a:b])
+                for a, b in itertools.pairwise(cuts)]
 
     def vector_of(self, position: int) -> npt.NDArray[np.float32]:
         """The unit vector held for ``position`` (zero once its row died)."""
