@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from memstack.pipelines.replay import writer_mark
@@ -20,9 +19,8 @@ def test_a_replay_waits_for_the_writer_of_this_process(tmp_path: Path) -> None:
     held = writer_mark.mark(tmp_path)
     assert writer_mark.live_marks(tmp_path) == [held]
     threading.Timer(0.4, writer_mark.release, args=(held,)).start()
-    began = time.monotonic()
-    assert writer_mark.wait_closed(tmp_path)
-    assert time.monotonic() - began >= 0.35  # it waited for the writer to close
+    assert writer_mark.wait_closed(tmp_path, timeout_s=60)
+    assert not held.exists()  # it returned only once the writer had closed
     assert writer_mark.live_marks(tmp_path) == []
 
 
@@ -32,16 +30,13 @@ def test_a_mark_left_by_a_dead_process_is_not_waited_for(tmp_path: Path) -> None
     dead = int(child.stdout)  # exited: the pid is no longer alive
     (tmp_path / f"{writer_mark.PREFIX}{dead}-abc").touch()
     (tmp_path / f"{writer_mark.PREFIX}junk").touch()  # not a mark of any process
-    began = time.monotonic()
-    assert writer_mark.wait_closed(tmp_path)
-    assert time.monotonic() - began < 0.3
+    assert writer_mark.wait_closed(tmp_path, timeout_s=60)  # False had it waited for them
 
 
 def test_a_writer_that_never_closes_is_waited_for_no_longer_than_the_limit(
         tmp_path: Path) -> None:
     held = writer_mark.mark(tmp_path)
-    began = time.monotonic()
-    assert not writer_mark.wait_closed(tmp_path, timeout_s=0.3)
-    assert 0.3 <= time.monotonic() - began < 2.0
+    assert not writer_mark.wait_closed(tmp_path, timeout_s=0.3)  # gave up: the mark is live
+    assert writer_mark.live_marks(tmp_path) == [held]
     writer_mark.release(held)
     assert writer_mark.live_marks(tmp_path) == []
