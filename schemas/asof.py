@@ -1,4 +1,4 @@
-"""The as-of rule, defined once, and its forms: DuckDB SQL, LanceDB SQL, Arrow and Python.
+"""The as-of rule, defined once, and its forms: DuckDB SQL, LanceDB SQL, Arrow, numpy and Python.
 
 A row answers a query as of ``(valid, known)`` when
 
@@ -21,17 +21,20 @@ different speeds.
 
 :func:`clauses` states the rule as data (three kinds of clause); every form renders those
 clauses, so the forms cannot drift apart, and ``tests/schemas/test_asof_forms.py`` checks on
-random rows that real DuckDB, real LanceDB, Arrow and Python select the same rows (positions,
-which only fact versions have, are rendered for DuckDB and Python, the forms that read them).
+random rows that real DuckDB, real LanceDB, Arrow, numpy and Python select the same rows
+(positions, which only fact versions have, are rendered for DuckDB and Python, the forms that
+read them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -248,6 +251,46 @@ def arrow_mask(table: pa.Table, valid: datetime, known: Known,
                     else pc.or_kleene(pc.is_null(column), pc.greater(column, at)))
         mask = pc.and_(mask, pc.fill_null(term, False))
     return mask
+
+
+NULL_MICROS = np.iinfo(np.int64).max
+"""The numpy form's null time: a time column held as int64 microseconds (UTC) holds this for
+null. An open interval end is then later than any time, and a null start never comes."""
+
+
+def micros_of(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
+    """An Arrow time column as the numpy form reads it (microseconds, :data:`NULL_MICROS`)."""
+    values = pc.fill_null(pc.cast(column, pa.int64()), NULL_MICROS)
+    return np.asarray(values.to_numpy(), dtype=np.int64)
+
+
+def numpy_mask(columns: Mapping[str, npt.NDArray[np.int64]], valid: datetime, known: Known,
+               cols: Columns = INTERVALS) -> npt.NDArray[np.bool_]:
+    """numpy: a boolean mask over rows held as arrays (times as :func:`micros_of` gives them;
+    ``partition`` and ``offset`` as integers). Every array has one value per row."""
+    mask: npt.NDArray[np.bool_] | None = None
+    for c in clauses(valid, known, cols):
+        if isinstance(c, InCut):
+            partition, offset = columns[c.partition], columns[c.offset]
+            term = np.zeros(len(partition), dtype=np.bool_)
+            for p, o in c.cut.offsets:
+                term |= (partition == p) & (offset < o)
+        else:
+            name, value = _times(c)
+            at = micros(value)
+            term = columns[name] <= at if isinstance(c, AtMost) else columns[name] > at
+        mask = term if mask is None else mask & term
+    assert mask is not None  # the valid half always has clauses
+    return mask
+
+
+def micros(value: datetime) -> int:
+    """A UTC time as microseconds since the epoch (the stores' time unit), exactly."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def matcher(valid: datetime, known: Known,

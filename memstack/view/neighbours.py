@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from memstack.schemas.asof import micros
 
 NEIGHBOUR_WEIGHT = 0.5
 NEAR_DECAY = 0.5
@@ -41,13 +43,9 @@ class Placed:
     at: datetime
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 
-def micros(at: datetime) -> int:
-    """A UTC time as microseconds since the epoch (the stores' valid-time unit)."""
-    return (at - _EPOCH) // _MICRO
 
 
 @dataclass(frozen=True)

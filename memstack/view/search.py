@@ -19,7 +19,7 @@ import heapq
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -105,16 +105,19 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
     ``pool``: every row in scope that answers as of, when the caller holds them (a selective
     filter's rows, :mod:`memstack.view.selective`): the neighbours are found among them.
     ``resident``: the resident index the candidates came from (``at`` holds its positions)
-    and the scope as values: the rows are read from it."""
+    and the scope as values: the rows are placed from the codes it holds and none is read
+    here (the final read takes the top ``k`` at once)."""
     if weight <= 0.0 or not fused:
         return fused, {}, {}
     best = [f.memory_id for f in fused[: AROUND_FACTOR * k]]
     known: dict[str, MemoryRow] = {}
-    if resident is not None:
-        read = resident[0].memories([at[m] for m in best])
-        _own_tenants([r.tenant for r in read], view.tenant, "search")
-        around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
-        known = {r.memory_id: r for r in read}
+    if resident is not None:  # placed from the codes held: the final read reads the rows
+        held = resident[0].live_at(np.asarray([at[m] for m in best], dtype=np.int64))
+        _own_tenants(resident[0].tenants_at(held), view.tenant, "search")
+        best_placed = resident[0].placements(held)
+        around = [Placed(m, s, _EPOCH + timedelta(microseconds=int(t))) for m, s, t in
+                  zip(best_placed.ids, best_placed.sessions, best_placed.at.tolist(),
+                      strict=True)]
     elif pool is not None:
         placed = {p.memory_id: p for p in _placed(pool.filter(
             pc.is_in(pool.column("memory_id"), pa.array(best, pa.string()))))}
@@ -127,17 +130,18 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
     if not around:
         return fused, {}, known
     if resident is not None:
-        table = resident[0].placed(view.tenant, resident[1], [(p.session, p.at) for p in around],
-                                   WINDOW, AROUND_ROWS)
-        own_table(table, view.tenant, "search")
-        table = table.filter(A.memory_mask(table, view.as_of))
-    elif pool is None:
-        table = _neighbour_rows(view, around, scope)
+        index = resident[0]
+        positions = index.placed(view.tenant, resident[1], [(p.session, p.at) for p in around],
+                                 WINDOW, AROUND_ROWS)
+        _own_tenants(index.tenants_at(positions), view.tenant, "search")
+        positions = positions[index.answering(positions, view.as_of.valid,
+                                              A.known_of(view.as_of))]
+        near = index.placements(positions)
     else:
-        table = neighbour_rows(pool, around)
-    positions = table.column("_rowid").to_numpy().astype(np.int64)
-    near = (Placements.of_table(table) if resident is None
-            else resident[0].placements(positions))
+        table = (_neighbour_rows(view, around, scope) if pool is None
+                 else neighbour_rows(pool, around))
+        positions = table.column("_rowid").to_numpy().astype(np.int64)
+        near = Placements.of_table(table)
     row_ids = dict(zip(near.ids, positions.tolist(), strict=True))
     own = {f.memory_id: f.score.fused for f in fused}
     scores = spread(own, near.plus(Placements.of(around)), weight=weight)
@@ -165,6 +169,9 @@ def _neighbour_rows(view: AsOfView, around: Sequence[Placed], scope: Sequence[st
 def _placed(table: pa.Table) -> list[Placed]:
     columns = [table.column(c).to_pylist() for c in ("memory_id", "session", "vt_from")]
     return [Placed(str(m), str(s), _aware(t)) for m, s, t in zip(*columns, strict=True)]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _aware(value: datetime) -> datetime:

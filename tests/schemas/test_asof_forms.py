@@ -1,6 +1,7 @@
-"""The as-of rule's four forms agree on random rows: real DuckDB and real LanceDB running the
-generated SQL, the Arrow mask and the Python predicate select the same rows; and the event
-index's fact reads (known a time, a position or a cut) select what the Python form does.
+"""The as-of rule's five forms agree on random rows: real DuckDB and real LanceDB running the
+generated SQL, the Arrow mask, the numpy mask and the Python predicate select the same rows;
+and the event index's fact reads (known a time, a position or a cut) select what the Python
+form does.
 
 Times come from a small grid, so rows often sit exactly on a query's coordinate (the
 boundaries where ``<`` and ``<=`` differ); interval ends are null about a third of the time.
@@ -64,14 +65,17 @@ def _queries(rng: random.Random) -> list[tuple[datetime, asof.Known]]:
 
 
 @pytest.mark.parametrize("cols", [asof.INTERVALS, asof.RECORDS], ids=["intervals", "records"])
-def test_duckdb_lance_arrow_and_python_select_the_same_rows(cols: asof.Columns,
-                                                            tmp_path: Path) -> None:
+def test_duckdb_lance_arrow_numpy_and_python_select_the_same_rows(cols: asof.Columns,
+                                                                  tmp_path: Path) -> None:
     rng = random.Random(20261202)
     table = _rows(rng, cols)
     con = duckdb.connect()
     con.register("rows", table)
     lance = lancedb.connect(tmp_path / "lance").create_table("rows", table)
     python_rows = table.to_pylist()
+    held = {name: (asof.micros_of(table.column(name)) if table.schema.field(name).type == TIME
+                   else table.column(name).to_numpy()) for name in table.column_names}
+    ids = table.column("id").to_numpy()
     selected_sizes = set()
     for valid, known in _queries(rng):
         where, params = asof.duckdb_sql(valid, known, cols)
@@ -82,8 +86,9 @@ def test_duckdb_lance_arrow_and_python_select_the_same_rows(cols: asof.Columns,
         by_lance = set(found.column("id").to_pylist())
         mask = asof.arrow_mask(table, valid, known, cols)
         by_arrow = set(table.filter(mask).column("id").to_pylist())
+        by_numpy = set(ids[asof.numpy_mask(held, valid, known, cols)].tolist())
         by_python = {r["id"] for r in python_rows if asof.visible(r, valid, known, cols)}
-        assert by_duckdb == by_lance == by_arrow == by_python, (valid, known)
+        assert by_duckdb == by_lance == by_arrow == by_numpy == by_python, (valid, known)
         selected_sizes.add(len(by_python))
     assert len(selected_sizes) > 10  # the queries select varied, non-trivial row sets
     assert 0 in selected_sizes  # and some select nothing (empty cuts, early times)

@@ -1,7 +1,8 @@
 """The resident index's rows (:class:`memstack.view.resident.rows.ResidentRows`, pure Arrow):
 a row blanked after a forget keeps the held schema, so a read across runs, and the merge of
 runs, still works (a search after a forget answered 500 when its rows spanned a blanked run
-and another: ``concat_tables`` found ``text: string`` against ``text: string not null``)."""
+and another: ``concat_tables`` found ``text: string`` against ``text: string not null``);
+and the rows that answer as of, by the held columns, are those the rule's Arrow form selects."""
 
 from __future__ import annotations
 
@@ -38,3 +39,36 @@ def test_blanked_rows_keep_the_schema_across_runs_and_merges() -> None:
     assert both.column("metadata_json").to_pylist() == ["{}"] * 4
     rows.append(_table(110, 200))  # merges the runs, the blanked ones among them
     assert rows.take([5, 150]).column("text").to_pylist() == ["", "text 150"]
+
+
+def test_the_rows_that_answer_as_of_are_the_arrow_rules_over_the_held_rows() -> None:
+    """:meth:`ResidentRows.answering` (the rule's numpy form over the held columns) selects
+    what the rule's Arrow form selects over the same rows read back, for times and cuts."""
+    from memstack.foundation.log_coordinates import LogCut
+    from memstack.schemas import asof
+
+    rng = np.random.default_rng(7)
+    table = _table(0, 400)
+    ends = [None if rng.random() < 0.4 else T0 + timedelta(int(rng.integers(0, 400)))
+            for _ in range(400)]
+    table = table.set_column(table.schema.get_field_index("vt_to"), "vt_to",
+                             pa.array(ends, table.schema.field("vt_to").type))
+    table = table.set_column(table.schema.get_field_index("tt_to"), "tt_to",
+                             pa.array(ends[::-1], table.schema.field("tt_to").type))
+    table = table.set_column(table.schema.get_field_index("partition"), "partition",
+                             pa.array(rng.integers(0, 3, 400), pa.int32()))
+    rows = ResidentRows()
+    rows.append(table.slice(0, 250))
+    rows.append(table.slice(250))
+    everything = np.arange(400, dtype=np.int64)
+    held = rows.take(everything)
+    chosen = set()
+    for valid, known in [(T0 + timedelta(100), T0 + timedelta(50)),
+                         (T0 + timedelta(300), T0 + timedelta(399)),
+                         (T0 + timedelta(200), LogCut.of({0: 150, 2: 390})),
+                         (T0 + timedelta(399), None)]:
+        want = held.filter(asof.arrow_mask(held, valid, known)).column("_rowid").to_pylist()
+        got = everything[rows.answering(everything, valid, known)].tolist()
+        assert got == want
+        chosen.add(len(got))
+    assert len(chosen) == 4 and 0 not in chosen  # the cases select different, non-empty sets

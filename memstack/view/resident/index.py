@@ -30,7 +30,8 @@ from memstack.operators.mutations import MemoryRow
 from memstack.pipelines.shards import bm25
 from memstack.pipelines.stores.arrow import to_memories
 from memstack.pipelines.stores.lance_index import CANDIDATE_COLUMNS
-from memstack.view.neighbours import Placements, micros
+from memstack.schemas.asof import Known, micros
+from memstack.view.neighbours import Placements
 from memstack.view.resident.follow import FragmentFollower, Step
 from memstack.view.resident.postings import Postings
 from memstack.view.resident.rows import Mask, Positions, ResidentRows
@@ -167,16 +168,19 @@ class ResidentIndex:
         return mask
 
     @_locked
-    def text_candidates(self, query: str, tenant: str, scope: Scope, n: int) -> pa.Table:
-        """The tenant's top ``n`` rows in scope by BM25 (:data:`CANDIDATE_COLUMNS`,
-        ``_rowid`` = position, ``score``)."""
+    def text_top(self, query: str, tenant: str, scope: Scope, n: int
+                 ) -> tuple[Positions, npt.NDArray[np.float64]]:
+        """The tenant's top ``n`` positions in scope by BM25, best first, with their scores."""
         mask = self.scope_mask(tenant, scope)
         t = self.rows.tenants.get(tenant)
         if mask is None or t is None:
-            return self._candidates(np.empty(0, np.int64), np.empty(0))
-        at, scores = self.postings.top(bm25.tokens(query), self._universe(t, scope, mask),
-                                       mask, n)
-        return self._candidates(at, scores)
+            return np.empty(0, np.int64), np.empty(0)
+        return self.postings.top(bm25.tokens(query), self._universe(t, scope, mask), mask, n)
+
+    def text_candidates(self, query: str, tenant: str, scope: Scope, n: int) -> pa.Table:
+        """:meth:`text_top` as candidates (:data:`CANDIDATE_COLUMNS`, ``_rowid`` = position,
+        ``score``)."""
+        return self.candidates(*self.text_top(query, tenant, scope, n))
 
     def _universe(self, tenant: int, scope: Scope, mask: Mask) -> tuple[int, int]:
         """The scope's live rows: how many, and their summed length (a session's rows are
@@ -193,18 +197,39 @@ class ResidentIndex:
         return len(rows), int(self.postings.length.view()[rows].sum())
 
     @_locked
-    def vector_candidates(self, vector: npt.ArrayLike, tenant: str, scope: Scope,
-                          n: int) -> pa.Table:
-        """The tenant's ``n`` rows in scope nearest to ``vector`` (cosine distance as
-        ``score``)."""
+    def vector_top(self, vector: npt.ArrayLike, tenant: str, scope: Scope, n: int
+                   ) -> tuple[Positions, npt.NDArray[np.float32]]:
+        """The tenant's ``n`` positions in scope nearest to ``vector``, nearest first, with
+        their cosine distances."""
         mask = self.scope_mask(tenant, scope)
         if mask is None:
-            return self._candidates(np.empty(0, np.int64), np.empty(0))
+            return np.empty(0, np.int64), np.empty(0, np.float32)
         if scope.only is not None and len(scope.only) <= EXACT_ONLY:
-            at, distances = self.vectors.exact(vector, scope.only[mask(scope.only)], n)
-        else:
-            at, distances = self.vectors.nearest(vector, mask, n)
-        return self._candidates(at, distances)
+            return self.vectors.exact(vector, scope.only[mask(scope.only)], n)
+        return self.vectors.nearest(vector, mask, n)
+
+    def vector_candidates(self, vector: npt.ArrayLike, tenant: str, scope: Scope,
+                          n: int) -> pa.Table:
+        """:meth:`vector_top` as candidates (cosine distance as ``score``)."""
+        return self.candidates(*self.vector_top(vector, tenant, scope, n))
+
+    @_locked
+    def answering(self, positions: Positions, valid: datetime, known: Known
+                  ) -> npt.NDArray[np.bool_]:
+        """Which rows at ``positions`` answer as of ``(valid, known)`` (the as-of rule)."""
+        return self.rows.answering(positions, valid, known)
+
+    @_locked
+    def live_at(self, positions: Positions) -> Positions:
+        """Those of ``positions`` whose rows are alive, in order."""
+        alive: Positions = positions[self.rows.alive.view()[positions]]
+        return alive
+
+    @_locked
+    def tenants_at(self, positions: Positions) -> list[str]:
+        """The distinct tenants of the rows at ``positions``."""
+        codes = np.unique(self.rows.tenant.view()[positions]).tolist()
+        return [self.rows.tenants.values[c] for c in codes]
 
     @_locked
     def positions_of(self, memory_ids: Sequence[str]) -> Positions:
@@ -222,20 +247,22 @@ class ResidentIndex:
         at = np.asarray(positions, dtype=np.int64)
         return to_memories(self.rows.take(at[self.rows.alive.view()[at]]))
 
-    def _candidates(self, at: Positions, scores: npt.NDArray[Any]) -> pa.Table:
+    @_locked
+    def candidates(self, at: Positions, scores: npt.NDArray[Any]) -> pa.Table:
+        """The rows at ``at`` as candidates of a leg (:data:`CANDIDATE_COLUMNS`, ``_rowid`` =
+        position, ``score``)."""
         table = self.rows.take(at, CANDIDATE_COLUMNS)
         return table.append_column("score", pa.array(scores.astype(np.float32)))
 
     @_locked
     def placed(self, tenant: str, scope: Scope, around: Sequence[tuple[str, datetime]],
-               window: timedelta, limit: int) -> pa.Table:
-        """The tenant's rows in scope of each ``(session, valid time)`` of ``around``'s
-        sessions within ``window`` of it: :data:`CANDIDATE_COLUMNS`, ``session``,
-        ``_rowid``; at most ``limit``."""
-        columns = [*CANDIDATE_COLUMNS, "session"]
+               window: timedelta, limit: int) -> Positions:
+        """The positions of the tenant's rows in scope of each ``(session, valid time)`` of
+        ``around``'s sessions within ``window`` of it, ascending; at most ``limit`` (the
+        first ones)."""
         mask = self.scope_mask(tenant, scope)
         if mask is None:
-            return self.rows.take(np.empty(0, np.int64), columns)
+            return np.empty(0, np.int64)
         spans: dict[int, list[tuple[int, int]]] = {}
         vt = self.rows.vt_from.view()
         span = int(window / timedelta(microseconds=1))
@@ -260,10 +287,8 @@ class ResidentIndex:
                     lo, hi = a, b
                 else:
                     hi = max(hi, b)
-        chosen = np.concatenate(found) if found else np.empty(0, np.int64)
-        if len(chosen) > limit:
-            chosen = np.sort(chosen)[:limit]
-        return self.rows.take(np.sort(chosen), columns)
+        chosen = np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
+        return chosen[:limit]
 
     @_locked
     def placements(self, positions: Positions) -> Placements:

@@ -4,7 +4,7 @@ The same legs as :mod:`memstack.view.legs`, answered in memory: the query's focu
 shares counted on the scope's first texts, cached as there; under a selective metadata filter
 counted for the query's terms on the first texts of the filter's rows, per search), BM25 and
 cosine candidates of the tenant and scope, and the as-of predicate
-(:func:`memstack.view.asof.memory_mask`, the one rule) applied to the top
+(the one rule, in its numpy form over the held columns) applied to the top
 ``POSTFILTER_FACTOR * n``; when fewer than ``n`` of those answer, the leg ranks 8 times as
 many, until enough answer or none are left. Nothing here is approximate but the vector lists'
 probing (:mod:`memstack.view.resident.vector_lists`).
@@ -13,8 +13,10 @@ probing (:mod:`memstack.view.resident.vector_lists`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from memstack.view import asof as A
@@ -46,21 +48,28 @@ def legs(view: AsOfView, index: ResidentIndex, text: str, where: Sequence[str], 
         query = focused(view, text, where, stages.common_share,
                         lambda m: index.texts(view.tenant, scope, m))
     by_text = None if mode == "vector" else leg(
-        view, lambda m: index.text_candidates(query, view.tenant, scope, m), n)
+        view, index, lambda m: index.text_top(query, view.tenant, scope, m), n)
     by_vector = None
     if mode != "bm25":
         vector = view.memory.encoder.encode([query])[0]
-        by_vector = leg(view, lambda m: index.vector_candidates(vector, view.tenant, scope, m),
+        by_vector = leg(view, index, lambda m: index.vector_top(vector, view.tenant, scope, m),
                         n)
     return by_text, by_vector
 
 
-def leg(view: AsOfView, search: Callable[[int], pa.Table], n: int) -> pa.Table:
-    """The top ``n`` candidates of one retriever that answer as of."""
+Ranked = tuple[npt.NDArray[np.int64], npt.NDArray[Any]]
+"""Positions, best first, and their scores."""
+
+
+def leg(view: AsOfView, index: ResidentIndex, search: Callable[[int], Ranked], n: int
+        ) -> pa.Table:
+    """The top ``n`` candidates of one retriever that answer as of (the rule's numpy form
+    over the positions; only the rows kept are read)."""
     fetch = POSTFILTER_FACTOR * n
+    valid, known = view.as_of.valid, A.known_of(view.as_of)
     while True:
-        found = search(fetch)
-        kept = found.filter(A.memory_mask(found, view.as_of))
-        if kept.num_rows >= n or found.num_rows < fetch:
-            return kept.slice(0, n)
+        at, scores = search(fetch)
+        keep = index.answering(at, valid, known)
+        if int(keep.sum()) >= n or len(at) < fetch:
+            return index.candidates(at[keep][:n], scores[keep][:n])
         fetch *= GROWTH

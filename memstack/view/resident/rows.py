@@ -3,25 +3,32 @@
 A row's *position* is the order it arrived in; it never changes while the copy lives. Deleted
 rows stay in place, marked dead (:attr:`ResidentRows.alive`), until the copy is rebuilt. The
 columns a search filters on are held as numpy codes (tenant, session, kind, subject, valid
-time); the rest as Arrow, read for candidates (the as-of columns) and for the final hits.
+time), and so are the as-of columns (times as microseconds, the as-of rule's numpy form reads
+them: :func:`memstack.schemas.asof.numpy_mask`); the rest as Arrow, read for the hits.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memstack.schemas import asof as rule
 from memstack.schemas.rows import memories_schema
 from memstack.view.resident.grow import Grow
 
 COLUMNS = tuple(n for n in memories_schema().names if n != "vector")
 """The columns held (the stored schema less the embedding)."""
 _SCHEMA = pa.schema([memories_schema().field(n) for n in COLUMNS])
+
+AS_OF: tuple[str, ...] = tuple(getattr(rule.INTERVALS, c) for c in (
+    "vt_from", "vt_to", "tt_from", "tt_to", "partition", "offset"))
+"""The columns of the as-of rule (``memories`` rows: :data:`memstack.schemas.asof.INTERVALS`)."""
 
 Positions = npt.NDArray[np.int64]
 Mask = Callable[[Positions], npt.NDArray[np.bool_]]
@@ -67,6 +74,9 @@ class ResidentRows:
         self.subject = Grow(np.int32)
         self.vt_from = Grow(np.int64)
         """Microseconds since the epoch."""
+        self.as_of = {name: Grow(np.int64) for name in AS_OF}
+        """The columns the as-of rule reads, by name (``vt_from`` is :attr:`vt_from`)."""
+        self.as_of[rule.INTERVALS.vt_from] = self.vt_from
         self.alive = Grow(np.bool_)
         self._by_session: dict[int, list[int]] = defaultdict(list)
         self._ordered: dict[int, Positions] = {}
@@ -75,6 +85,12 @@ class ResidentRows:
     def count(self) -> int:
         """Positions given out (dead rows included)."""
         return self.alive.n
+
+    def answering(self, positions: Positions, valid: datetime, known: rule.Known
+                  ) -> npt.NDArray[np.bool_]:
+        """Which rows at ``positions`` answer as of ``(valid, known)`` (the as-of rule)."""
+        held = {name: column.view()[positions] for name, column in self.as_of.items()}
+        return rule.numpy_mask(held, valid, known, rule.INTERVALS)
 
     def live(self) -> int:
         return int(self.alive.view().sum())
@@ -103,7 +119,10 @@ class ResidentRows:
         self.session.append(sessions)
         self.kind.append([self.kinds.code(v) for v in columns["kind"]])
         self.subject.append([self.subjects.code(v) for v in columns["subject"]])
-        self.vt_from.append(pc.cast(table.column("vt_from"), pa.int64()).to_numpy())
+        for name, held in self.as_of.items():
+            column = table.column(name)
+            held.append(rule.micros_of(column) if pa.types.is_timestamp(column.type)
+                        else column.to_numpy().astype(np.int64))
         self.alive.append(np.ones(table.num_rows, dtype=np.bool_))
         for position, memory_id, session in zip(
                 positions.tolist(), table.column("memory_id").to_pylist(), sessions, strict=True):
