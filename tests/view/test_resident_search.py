@@ -32,6 +32,7 @@ from memstack.pipelines.stores.bundle import Stores
 from memstack.pipelines.stores.lance_index import LanceVectorIndex
 from memstack.view import MemoryView
 from memstack.view.resident import Scope, resident_of, vector_lists
+from memstack.view.resident.postings import Postings
 from memstack.view.resident.registry import ENV, MAX_ROWS_ENV
 from memstack.view.resident.vector_lists import VectorLists
 from tests.forget.givens import request
@@ -97,6 +98,38 @@ def test_the_bm25_leg_ranks_as_the_reference(tmp_path: Path) -> None:
             assert {m for m, s in zip(got.column("memory_id").to_pylist(), scores,
                                       strict=True) if s > cut} == \
                 {s.memory_id for s in want if s.score > cut}
+
+
+def test_the_bm25_leg_prunes_common_terms_and_still_ranks_as_the_reference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query with a term every row holds (idf ~0) and rarer ones: the common term is looked
+    up only for the rows that can still reach the top (MaxScore), and the ranking and scores
+    are the reference's, as without the pruning."""
+    rng = random.Random(11)
+    rows = [_row(i, "t0", " ".join(["says", *rng.choices(WORDS, k=rng.randint(2, 9))]))
+            for i in range(3000)]
+    index = _index(tmp_path, rows, np.ones((3000, DIM), np.float32), batch=500)
+    resident = resident_of(index)
+    assert resident is not None
+    looked: list[int] = []
+    real = Postings._looked_up
+
+    def counted(self: Postings, part: Any, at: Any, mean: float) -> Any:
+        looked.append(len(at))
+        return real(self, part, at, mean)
+
+    monkeypatch.setattr(Postings, "_looked_up", counted)
+    for query in ("says camping Porto", "says marathon guitar cat", "say lake"):
+        for n in (5, 25, 60):
+            got = resident.text_candidates(query, "t0", Scope(), n)
+            want = _reference(rows, "t0", query, n)
+            scores = got.column("score").to_pylist()
+            assert scores == pytest.approx([s.score for s in want], rel=1e-6)  # float32
+            cut = want[-1].score + 1e-4
+            assert {m for m, s in zip(got.column("memory_id").to_pylist(), scores,
+                                      strict=True) if s > cut} == \
+                {s.memory_id for s in want if s.score > cut}
+    assert looked and max(looked) < 3000  # pruned: the common term read for a few rows only
 
 
 def test_vectors_exact_while_small_and_recall_over_lists(monkeypatch: pytest.MonkeyPatch
