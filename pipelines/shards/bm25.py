@@ -75,9 +75,12 @@ def stem(word: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """The BM25 tokens of ``text`` (see the module docstring)."""
+    """The BM25 tokens of ``text`` (see the module docstring). A run of ASCII digits is its
+    own stem (Porter2 changes letters only): it skips the stemmer and its cache, which
+    numbers (turn counts, ids, amounts) would otherwise fill with one-off entries."""
     words = [w.lower() for w in _WORD.findall(text)]
-    return [stem(w) for w in words if len(w) <= MAX_TOKEN and w not in STOP_WORDS]
+    return [w if w.isascii() and w.isdigit() else stem(w) for w in words
+            if len(w) <= MAX_TOKEN and w not in STOP_WORDS]
 
 
 def query_terms(text: str) -> list[str]:

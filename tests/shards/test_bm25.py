@@ -79,3 +79,20 @@ def test_stemming_from_many_threads_at_once_gives_each_word_its_stem() -> None:
         stems = list(pool.map(lambda w: bm25.tokens(w + " " + w), words))
     bm25.stem.cache_clear()
     assert stems == [bm25.tokens(w + " " + w) for w in words]
+
+
+def test_a_run_of_digits_is_its_own_stem_as_the_stemmer_says() -> None:
+    """Digits skip the stemmer (its cache is kept for words): the tokens are what the
+    stemmer gives, for numbers of every length, with leading zeros, and beside words."""
+    import snowballstemmer  # type: ignore[import-untyped]  # pure Python, no stubs
+
+    stemmer = snowballstemmer.stemmer("english")
+    rng = random.Random(3)
+    numbers = ["0", "00", "007", "1999", "20261207", *(str(rng.randrange(10 ** rng.randint(
+        1, 18))) for _ in range(500))]
+    for number in numbers:
+        assert bm25.tokens(f"turn {number}") == ["turn", stemmer.stemWord(number)]
+    before = bm25.stem.cache_info().currsize
+    bm25.tokens(" ".join(str(10 ** 12 + i) for i in range(100)))
+    assert bm25.stem.cache_info().currsize == before  # numbers take no cache entry
+    assert bm25.tokens("running 3rd runs") == ["run", "3rd", "run"]  # digits and letters: stemmed
