@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -288,6 +288,11 @@ def micros(value: datetime) -> int:
     """A UTC time as microseconds since the epoch (the stores' time unit), exactly."""
     delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def time_of(value: int) -> datetime:
+    """The UTC time of a count of microseconds since the epoch (the inverse of :func:`micros`)."""
+    return _EPOCH + timedelta(microseconds=value)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

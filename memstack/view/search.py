@@ -19,7 +19,7 @@ import heapq
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -115,7 +115,7 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
         held = resident[0].live_at(np.asarray([at[m] for m in best], dtype=np.int64))
         _own_tenants(resident[0].tenants_at(held), view.tenant, "search")
         best_placed = resident[0].placements(held)
-        around = [Placed(m, s, _EPOCH + timedelta(microseconds=int(t))) for m, s, t in
+        around = [Placed(m, s, rule.time_of(t)) for m, s, t in
                   zip(best_placed.ids, best_placed.sessions, best_placed.at.tolist(),
                       strict=True)]
     elif pool is not None:
@@ -169,9 +169,6 @@ def _neighbour_rows(view: AsOfView, around: Sequence[Placed], scope: Sequence[st
 def _placed(table: pa.Table) -> list[Placed]:
     columns = [table.column(c).to_pylist() for c in ("memory_id", "session", "vt_from")]
     return [Placed(str(m), str(s), _aware(t)) for m, s, t in zip(*columns, strict=True)]
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _aware(value: datetime) -> datetime:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from memstack.pipelines.shards import bm25
 from memstack.view.resident.grow import Grow
-from memstack.view.resident.rows import Mask, Positions
+from memstack.view.resident.rows import Mask, Positions, best_first
 
 
 class Postings:
@@ -125,9 +125,9 @@ class Postings:
                     rows, scores = rows[near], scores[near]
                     for i in minor:
                         scores = scores + self._looked_up(parts[i], rows, mean)
-                    return _best(rows, scores, n)
+                    return best_first(rows, scores, n)
         rows, scores = self._summed(parts, mean)
-        return _best(rows, scores, n)
+        return best_first(rows, scores, n)
 
     def _parts(self, terms: Sequence[str], docs: int, scope: Mask
                ) -> list[tuple[Positions, npt.NDArray[np.int32], float]]:
@@ -190,11 +190,3 @@ MINOR_SHARE = 0.1
 """A term whose score bound is below this share of the query's largest is pruned when it can
 be (:meth:`Postings.top`)."""
 
-
-def _best(rows: Positions, scores: npt.NDArray[np.float64], n: int
-          ) -> tuple[Positions, npt.NDArray[np.float64]]:
-    if len(rows) > n:
-        best = np.argpartition(-scores, n - 1)[:n]
-        rows, scores = rows[best], scores[best]
-    order = np.lexsort((rows, -scores))
-    return rows[order], scores[order]

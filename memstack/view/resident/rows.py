@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +34,17 @@ AS_OF: tuple[str, ...] = tuple(getattr(rule.INTERVALS, c) for c in (
 Positions = npt.NDArray[np.int64]
 Mask = Callable[[Positions], npt.NDArray[np.bool_]]
 """Which of these positions are in the searched scope (their tenant included)."""
+
+
+def best_first(positions: Positions, scores: npt.NDArray[Any], n: int
+               ) -> tuple[Positions, npt.NDArray[Any]]:
+    """The ``n`` positions of highest score, best first (ties: the earlier position), with
+    their scores."""
+    if len(positions) > n:
+        top = np.argpartition(-scores, n - 1)[:n]
+        positions, scores = positions[top], scores[top]
+    order = np.lexsort((positions, -scores))
+    return positions[order], scores[order]
 
 
 class Codes:
@@ -72,11 +84,10 @@ class ResidentRows:
         self.session = Grow(np.int32)
         self.kind = Grow(np.int16)
         self.subject = Grow(np.int32)
-        self.vt_from = Grow(np.int64)
-        """Microseconds since the epoch."""
         self.as_of = {name: Grow(np.int64) for name in AS_OF}
-        """The columns the as-of rule reads, by name (``vt_from`` is :attr:`vt_from`)."""
-        self.as_of[rule.INTERVALS.vt_from] = self.vt_from
+        """The columns the as-of rule reads, by name (times as microseconds since the
+        epoch)."""
+        self.vt_from = self.as_of[rule.INTERVALS.vt_from]
         self.alive = Grow(np.bool_)
         self._by_session: dict[int, list[int]] = defaultdict(list)
         self._ordered: dict[int, Positions] = {}

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memstack.view.resident.grow import Grow
-from memstack.view.resident.rows import Mask, Positions
+from memstack.view.resident.rows import Mask, Positions, best_first
 
 FLAT_ROWS = 20_000
 MIN_PROBES = 24
@@ -196,9 +196,6 @@ class VectorLists:
 
 def _best(positions: Positions, similarity: npt.NDArray[np.float32], n: int
           ) -> tuple[Positions, npt.NDArray[np.float32]]:
-    if len(positions) > n:
-        top = np.argpartition(-similarity, n - 1)[:n]
-        positions, similarity = positions[top], similarity[top]
-    order = np.lexsort((positions, -similarity))
-    distance: npt.NDArray[np.float32] = (1.0 - similarity[order]).astype(np.float32)
-    return positions[order], distance
+    positions, similarity = best_first(positions, similarity, n)
+    distance: npt.NDArray[np.float32] = (1.0 - similarity).astype(np.float32)
+    return positions, distance
