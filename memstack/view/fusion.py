@@ -16,6 +16,7 @@ is much weaker than BM25 on these chat turns). See docs/queries.md.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -87,10 +88,9 @@ def fuse(text_hits: Sequence[Ranked], vector_hits: Sequence[Ranked], k: int,
         elif old.vector_rank is None:
             entries[hit.memory_id] = _Entry(old.memory_id, old.bm25_rank, old.bm25_score, rank,
                                             hit.score)
-    ordered = sorted(entries.values(),
-                     key=lambda e: (-e.fused(rrf_k), e.best_rank(), e.memory_id))
+    scored = [(-e.fused(rrf_k), e.best_rank(), e.memory_id, e) for e in entries.values()]
     return [
-        Fused(i, e.memory_id, ScoreParts(e.fused(rrf_k), e.bm25_rank, e.bm25_score,
-                                         e.vector_rank, e.vector_distance))
-        for i, e in enumerate(ordered[:k], start=1)
+        Fused(i, e.memory_id, ScoreParts(-minus, e.bm25_rank, e.bm25_score, e.vector_rank,
+                                         e.vector_distance))
+        for i, (minus, _, _, e) in enumerate(heapq.nsmallest(k, scored), start=1)
     ]

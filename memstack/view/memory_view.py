@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from memstack.pipelines.embedding import Encoder
     from memstack.pipelines.service.position import Position
     from memstack.pipelines.stores.bundle import Stores
+    from memstack.schemas.filters import Filter
     from memstack.view.context import ContextSource
+    from memstack.view.fusion import Fused
     from memstack.view.recall import RecallAnswer, RecallReader
     from memstack.view.search import Ranking
     from memstack.view.state import SessionStateReader, SessionStateView
@@ -231,7 +233,7 @@ class AsOfView:
                 ranking: Ranking | None, *, resident_allowed: bool) -> list[SearchHit]:
         from memstack.view import legs, selective
         from memstack.view.resident import Scope, resident_of
-        from memstack.view.resident.legs import legs as resident_legs
+        from memstack.view.resident.ranked import ranked
         from memstack.view.search import RANKING, own_table, with_neighbours
 
         scope = self._scope_clauses(kinds, session, subject, filter)
@@ -251,13 +253,13 @@ class AsOfView:
                 found = legs.over_slice(self, chosen, text, scope, mode, stages, n)
         elif isinstance(chosen, selective.Members):  # a broad one: kept from the rows ranked
             broad = chosen
-        values = Scope(None if kinds is None else frozenset(kinds), session, subject, only)
+        if resident is not None and found is None:  # in positions, no row read but the k
+            values = Scope(None if kinds is None else frozenset(kinds), session, subject, only)
+            fused, held = ranked(self, resident, text, scope, values, mode, stages, n, k)
+            return self._hits(fused, resident.memories([held[f.memory_id] for f in fused]),
+                              metadata)
         if found is not None:
             by_text, by_vector, pool = found
-        elif resident is not None:
-            by_text, by_vector = resident_legs(self, resident, text, scope, values, mode,
-                                               stages, n)
-            pool = None
         else:
             by_text, by_vector = legs.prefiltered(
                 self, text, scope, mode, stages, n,
@@ -272,8 +274,7 @@ class AsOfView:
         known: dict[str, MemoryRow] = {}  # full rows the neighbour stage read already
         if mode == "hybrid":
             fused, around, known = with_neighbours(
-                self, fused, at, scope, k, stages.neighbour_weight, pool,
-                None if resident is None else (resident, values))
+                self, fused, at, scope, k, stages.neighbour_weight, pool)
             at.update(around)
         fused = fused[:k]
         ids = [f.memory_id for f in fused]
@@ -284,15 +285,19 @@ class AsOfView:
         else:
             missing = [m for m in ids if m not in known]
             read = [known[m] for m in ids if m in known]
-            if resident is not None:
-                read += resident.memories([at[m] for m in missing]) if missing else []
-            else:
-                read += vectors.rows_at([at[m] for m in missing], missing) if missing else []
+            read += vectors.rows_at([at[m] for m in missing], missing) if missing else []
+        return self._hits(fused, read, metadata)
+
+    def _hits(self, fused: list[Fused], read: list[MemoryRow], metadata: Filter | None
+              ) -> list[SearchHit]:
+        """The hits of ``fused`` whose rows ``read`` holds (a row deleted between the legs
+        and the read is gone), each checked for the tenant and by the filter's Python form,
+        the judge."""
         rows = {r.memory_id: r for r in _own(read, self.tenant, "search")}
-        if metadata is not None:  # the filter's Python form, the judge, on every hit
+        if metadata is not None:
             rows = {m: r for m, r in rows.items() if matches(metadata, r.metadata)}
         return [SearchHit(f.rank, rows[f.memory_id], f.score) for f in fused
-                if f.memory_id in rows]  # a row deleted between the legs and the read is gone
+                if f.memory_id in rows]
 
     def _scope(self, kinds: Sequence[str] | None, session: str | None,
                subject: str | None, filter: FilterSpec = None) -> str:

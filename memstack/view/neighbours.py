@@ -15,7 +15,7 @@ retriever ranked them. The weights were chosen leave-one-conversation-out on LoC
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -107,3 +107,45 @@ def spread(scores: Mapping[str, float], rows: Sequence[Placed] | Placements, *,
         if extra > 0.0 or memory_id in scores:
             out[memory_id] = mine + weight * extra
     return out
+
+
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+
+
+def spread_held(scored: Ints, scores: Floats, rows: Ints, sessions: Ints, at: Ints,
+                ids_of: Callable[[Ints], Sequence[str]], *, weight: float = NEIGHBOUR_WEIGHT,
+                decay: float = NEAR_DECAY, reach: int = REACH, window: timedelta = WINDOW
+                ) -> tuple[Ints, Floats]:
+    """:func:`spread` over rows named by integers (a held copy's positions), in numpy: the
+    same rule, checked against it (``tests/view/test_neighbours.py``). ``scored`` (distinct)
+    have ``scores``; ``rows`` (distinct, ascending) are placed in ``sessions`` (any integer
+    code per session) at ``at`` (microseconds); ``ids_of`` gives the ids of rows, read only
+    where two rows of a session share a time (the id breaks the tie, as in :func:`spread`).
+    Returns the rows :func:`spread` returns (placed rows with a share or a score, and the
+    scored rows not placed) and their scores."""
+    if not len(rows):
+        return scored, scores
+    order = np.lexsort((at, sessions))
+    tied = (sessions[order][1:] == sessions[order][:-1]) & (at[order][1:] == at[order][:-1])
+    if tied.any():
+        order = np.lexsort((np.array(ids_of(rows), dtype=str), at, sessions))
+    ordered, session, when = rows[order], sessions[order], at[order]
+    own = np.zeros(len(rows))
+    where = np.searchsorted(rows, scored)
+    placed = (where < len(rows)) & (rows[np.minimum(where, len(rows) - 1)] == scored)
+    own[where[placed]] = scores[placed]
+    own = own[order]
+    link = (session[1:] == session[:-1]) & (np.diff(when) <= window // _MICRO)
+    broken = np.concatenate([[0], np.cumsum(~link)])
+    near = np.zeros(len(ordered))
+    for step in range(1, min(reach, len(ordered) - 1) + 1):
+        share = decay ** (step - 1)
+        joined = broken[step:] == broken[:-step]
+        near[step:] += share * own[:-step] * joined
+        near[:-step] += share * own[step:] * joined
+    was_scored = np.zeros(len(ordered), dtype=np.bool_)
+    was_scored[np.argsort(order)[where[placed]]] = True
+    keep = (near > 0.0) | was_scored
+    return (np.concatenate([ordered[keep], scored[~placed]]),
+            np.concatenate([own[keep] + weight * near[keep], scores[~placed]]))

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from memstack.operators.mutations import MemoryRow
     from memstack.pipelines.stores.base import VectorIndex
     from memstack.view.memory_view import AsOfView
-    from memstack.view.resident import ResidentIndex, Scope
 
 
 @dataclass(frozen=True)
@@ -84,10 +83,10 @@ def focused(view: AsOfView, text: str, scope: Sequence[str], share: float | None
 
 def own_table(table: pa.Table, tenant: str, what: str) -> None:
     """Raise unless every row of ``table`` (a ``tenant`` column) is ``tenant``'s."""
-    _own_tenants(table.column("tenant").unique().to_pylist(), tenant, what)
+    own_tenants(table.column("tenant").unique().to_pylist(), tenant, what)
 
 
-def _own_tenants(tenants: Sequence[str], tenant: str, what: str) -> None:
+def own_tenants(tenants: Sequence[str], tenant: str, what: str) -> None:
     foreign = sorted({t for t in tenants if t != tenant})
     if foreign:
         raise TenantScopeError(
@@ -96,52 +95,33 @@ def _own_tenants(tenants: Sequence[str], tenant: str, what: str) -> None:
 
 
 def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
-                    scope: Sequence[str], k: int, weight: float, pool: pa.Table | None = None,
-                    resident: tuple[ResidentIndex, Scope] | None = None
+                    scope: Sequence[str], k: int, weight: float, pool: pa.Table | None = None
                     ) -> tuple[list[Fused], dict[str, int], dict[str, MemoryRow]]:
     """The best ``k`` of ``fused`` re-scored with the neighbours' shares; also the ``_rowid`` of
     every neighbour row read (to read the final rows by) and the full rows it read (the best
     candidates': the final read needs only the others). ``at``: the candidates' row ids.
     ``pool``: every row in scope that answers as of, when the caller holds them (a selective
     filter's rows, :mod:`memstack.view.selective`): the neighbours are found among them.
-    ``resident``: the resident index the candidates came from (``at`` holds its positions)
-    and the scope as values: the rows are placed from the codes it holds and none is read
-    here (the final read takes the top ``k`` at once)."""
+    The resident index's form, in positions: :mod:`memstack.view.resident.ranked`."""
     if weight <= 0.0 or not fused:
         return fused, {}, {}
     best = [f.memory_id for f in fused[: AROUND_FACTOR * k]]
     known: dict[str, MemoryRow] = {}
-    if resident is not None:  # placed from the codes held: the final read reads the rows
-        held = resident[0].live_at(np.asarray([at[m] for m in best], dtype=np.int64))
-        _own_tenants(resident[0].tenants_at(held), view.tenant, "search")
-        best_placed = resident[0].placements(held)
-        around = [Placed(m, s, rule.time_of(t)) for m, s, t in
-                  zip(best_placed.ids, best_placed.sessions, best_placed.at.tolist(),
-                      strict=True)]
-    elif pool is not None:
+    if pool is not None:
         placed = {p.memory_id: p for p in _placed(pool.filter(
             pc.is_in(pool.column("memory_id"), pa.array(best, pa.string()))))}
         around = [placed[m] for m in best if m in placed]
     else:
         read = view.memory.stores.vectors.rows_at([at[m] for m in best], best)
-        _own_tenants([r.tenant for r in read], view.tenant, "search")
+        own_tenants([r.tenant for r in read], view.tenant, "search")
         around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
         known = {r.memory_id: r for r in read}
     if not around:
         return fused, {}, known
-    if resident is not None:
-        index = resident[0]
-        positions = index.placed(view.tenant, resident[1], [(p.session, p.at) for p in around],
-                                 WINDOW, AROUND_ROWS)
-        _own_tenants(index.tenants_at(positions), view.tenant, "search")
-        positions = positions[index.answering(positions, view.as_of.valid,
-                                              A.known_of(view.as_of))]
-        near = index.placements(positions)
-    else:
-        table = (_neighbour_rows(view, around, scope) if pool is None
-                 else neighbour_rows(pool, around))
-        positions = table.column("_rowid").to_numpy().astype(np.int64)
-        near = Placements.of_table(table)
+    table = (_neighbour_rows(view, around, scope) if pool is None
+             else neighbour_rows(pool, around))
+    positions = table.column("_rowid").to_numpy().astype(np.int64)
+    near = Placements.of_table(table)
     row_ids = dict(zip(near.ids, positions.tolist(), strict=True))
     own = {f.memory_id: f.score.fused for f in fused}
     scores = spread(own, near.plus(Placements.of(around)), weight=weight)

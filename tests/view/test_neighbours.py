@@ -6,7 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstack.view.neighbours import NEAR_DECAY, NEIGHBOUR_WEIGHT, WINDOW, Placed, spread
+from memstack.view.neighbours import (
+    NEAR_DECAY,
+    NEIGHBOUR_WEIGHT,
+    WINDOW,
+    Placed,
+    spread,
+    spread_held,
+)
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -86,3 +93,44 @@ def test_the_vectorised_rule_is_the_rule_row_by_row() -> None:
         got, want = spread(scores, rows), _reference(scores, rows)
         assert got.keys() == want.keys()
         assert all(got[k] == pytest.approx(want[k]) for k in want)
+
+
+def test_the_held_form_is_the_rule_over_positions() -> None:
+    """:func:`spread_held` (positions, codes, numpy) returns what :func:`spread` returns for
+    the same rows named by their ids, ties in time broken by the id in both."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(7)
+    tie_breaks = 0
+    for _ in range(400):
+        count = rng.randrange(0, 40)
+        positions = sorted(rng.sample(range(200), count))
+        names = {p: f"id-{rng.randrange(10**6):06d}-{p}" for p in range(200)}
+        coarse = rng.random() < 0.5  # whole minutes: many rows share a time
+        placed = {p: (rng.randrange(3), rng.randrange(30) * 60_000_000 if coarse
+                      else rng.randrange(40 * 60_000_000)) for p in positions}
+        scored = rng.sample(range(200), rng.randrange(0, 10))
+        weights = [rng.random() for _ in scored]
+        rows = np.array(positions, dtype=np.int64)
+        asked: list[int] = []
+
+        def ids_of(at: np.ndarray, asked: list[int] = asked,
+                   names: dict[int, str] = names) -> list[str]:
+            asked.append(len(at))
+            return [names[p] for p in at.tolist()]
+
+        got_at, got = spread_held(
+            np.array(scored, dtype=np.int64), np.array(weights), rows,
+            np.array([placed[p][0] for p in positions], dtype=np.int64),
+            np.array([placed[p][1] for p in positions], dtype=np.int64), ids_of)
+        tie_breaks += bool(asked)
+        want = spread({names[p]: w for p, w in zip(scored, weights, strict=True)},
+                      [Placed(names[p], f"s{placed[p][0]}",
+                              datetime.fromtimestamp(placed[p][1] / 1e6, UTC))
+                       for p in positions])
+        assert sorted(names[p] for p in got_at.tolist()) == sorted(want)
+        for p, score in zip(got_at.tolist(), got.tolist(), strict=True):
+            assert score == pytest.approx(want[names[p]])
+    assert tie_breaks > 50  # the id tie-break ran, and it agreed

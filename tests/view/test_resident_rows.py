@@ -72,3 +72,35 @@ def test_the_rows_that_answer_as_of_are_the_arrow_rules_over_the_held_rows() -> 
         assert got == want
         chosen.add(len(got))
     assert len(chosen) == 4 and 0 not in chosen  # the cases select different, non-empty sets
+
+
+def test_memory_rows_are_the_rows_read_through_arrow() -> None:
+    """:meth:`ResidentRows.memory_rows` (built from the codes and times held) gives what
+    ``to_memories`` gives over the same rows taken as Arrow: nulls (subject, open ends),
+    metadata, several runs and sessions, a blanked row."""
+    from memstack.pipelines.stores.arrow import to_memories
+
+    rng = np.random.default_rng(3)
+    table = _table(0, 300)
+    ends = [None if rng.random() < 0.5 else T0 + timedelta(int(rng.integers(0, 300)),
+                                                               microseconds=int(rng.integers(999)))
+            for _ in range(300)]
+    table = table.set_column(table.schema.get_field_index("vt_to"), "vt_to",
+                             pa.array(ends, table.schema.field("vt_to").type))
+    table = table.set_column(table.schema.get_field_index("subject"), "subject",
+                             pa.array([None if i % 4 else f"who{i % 7}" for i in range(300)]))
+    table = table.set_column(table.schema.get_field_index("metadata_json"), "metadata_json",
+                             pa.array(["{}" if i % 3 else f'{{"n": {i}, "tags": ["a", "b"]}}'
+                                       for i in range(300)]))
+    rows = ResidentRows()
+    for lo, hi in [(0, 170), (170, 200), (200, 300)]:
+        rows.append(table.slice(lo, hi - lo))
+    rows.alive.view()[[9]] = False
+    rows.blank(np.asarray([9], dtype=np.int64))
+    at = np.asarray([*rng.permutation(300)[:120].tolist(), 9, 9], dtype=np.int64)
+    got = rows.memory_rows(at)
+    want = to_memories(rows.take(at))
+    assert got == want
+    assert [r.memory_id for r in got] == [f"m{p}" for p in at.tolist()]
+    assert {r.subject is None for r in got} == {True, False}
+    assert any(r.metadata for r in got) and any(r.vt_to is not None for r in got)

@@ -28,10 +28,8 @@ import pyarrow as pa
 
 from memstack.operators.mutations import MemoryRow
 from memstack.pipelines.shards import bm25
-from memstack.pipelines.stores.arrow import to_memories
 from memstack.pipelines.stores.lance_index import CANDIDATE_COLUMNS
-from memstack.schemas.asof import Known, micros
-from memstack.view.neighbours import Placements
+from memstack.schemas.asof import Known
 from memstack.view.resident.follow import FragmentFollower, Step
 from memstack.view.resident.postings import Postings
 from memstack.view.resident.rows import Mask, Positions, ResidentRows
@@ -245,7 +243,7 @@ class ResidentIndex:
         was found is left out, as a row deleted from the table between a search's legs and
         its final read)."""
         at = np.asarray(positions, dtype=np.int64)
-        return to_memories(self.rows.take(at[self.rows.alive.view()[at]]))
+        return self.rows.memory_rows(at[self.rows.alive.view()[at]])
 
     @_locked
     def candidates(self, at: Positions, scores: npt.NDArray[Any]) -> pa.Table:
@@ -255,26 +253,21 @@ class ResidentIndex:
         return table.append_column("score", pa.array(scores.astype(np.float32)))
 
     @_locked
-    def placed(self, tenant: str, scope: Scope, around: Sequence[tuple[str, datetime]],
+    def placed(self, tenant: str, scope: Scope, sessions: Positions, at: Positions,
                window: timedelta, limit: int) -> Positions:
-        """The positions of the tenant's rows in scope of each ``(session, valid time)`` of
-        ``around``'s sessions within ``window`` of it, ascending; at most ``limit`` (the
-        first ones)."""
+        """The positions of the tenant's rows in scope in each session of ``sessions`` (codes,
+        :meth:`codes_at`) within ``window`` of the valid time ``at`` (microseconds) beside it,
+        ascending; at most ``limit`` (the first ones)."""
         mask = self.scope_mask(tenant, scope)
         if mask is None:
             return np.empty(0, np.int64)
         spans: dict[int, list[tuple[int, int]]] = {}
-        vt = self.rows.vt_from.view()
         span = int(window / timedelta(microseconds=1))
-        for session, when in around:
-            code = self.rows.sessions.get(session)
-            if code is None:
-                continue
-            times = vt[self.rows.session_order(code)]
-            at = micros(when)
+        for code, when in zip(sessions.tolist(), at.tolist(), strict=True):
+            times = self.rows.session_times(code)
             spans.setdefault(code, []).append((
-                int(np.searchsorted(times, at - span, side="left")),
-                int(np.searchsorted(times, at + span, side="right"))))
+                int(np.searchsorted(times, when - span, side="left")),
+                int(np.searchsorted(times, when + span, side="right"))))
         found: list[Positions] = []
         for code, ranges in spans.items():  # each session's windows, overlaps merged
             order = self.rows.session_order(code)
@@ -287,17 +280,22 @@ class ResidentIndex:
                     lo, hi = a, b
                 else:
                     hi = max(hi, b)
-        chosen = np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
-        return chosen[:limit]
+        chosen = np.concatenate(found) if found else np.empty(0, np.int64)
+        if len(chosen) > limit:  # the first ``limit`` without sorting the rest
+            chosen = np.partition(chosen, limit - 1)[:limit]
+        return np.sort(chosen)
 
     @_locked
-    def placements(self, positions: Positions) -> Placements:
-        """Where the rows at ``positions`` lie (ids, sessions, valid times), from the codes
-        held: no row is read."""
-        ids, sessions = self.rows.id_of, self.rows.sessions.values
-        codes = self.rows.session.view()[positions].tolist()
-        return Placements([ids[p] for p in positions.tolist()], [sessions[c] for c in codes],
-                          self.rows.vt_from.view()[positions])
+    def codes_at(self, positions: Positions) -> tuple[Positions, Positions]:
+        """The session codes and valid times (microseconds) of the rows at ``positions``."""
+        return (self.rows.session.view()[positions].astype(np.int64),
+                self.rows.vt_from.view()[positions])
+
+    @_locked
+    def ids_at(self, positions: Positions) -> list[str]:
+        """The ids of the rows at ``positions``."""
+        ids = self.rows.id_of
+        return [ids[p] for p in positions.tolist()]
 
     @_locked
     def texts(self, tenant: str, scope: Scope, limit: int) -> list[str]:

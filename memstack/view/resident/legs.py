@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from memstack.view import asof as A
 from memstack.view.focus import SAMPLE_ROWS, focus_over
@@ -31,9 +30,12 @@ if TYPE_CHECKING:
 
 GROWTH = 8
 
+Ranked = tuple[npt.NDArray[np.int64], npt.NDArray[Any]]
+"""Positions, best first, and their scores."""
+
 
 def legs(view: AsOfView, index: ResidentIndex, text: str, where: Sequence[str], scope: Scope,
-         mode: SearchMode, stages: Ranking, n: int) -> tuple[pa.Table | None, pa.Table | None]:
+         mode: SearchMode, stages: Ranking, n: int) -> tuple[Ranked | None, Ranked | None]:
     """Both legs (None for a leg ``mode`` leaves out); ``where``: the scope as the LanceDB
     clauses, the key the focus caches its term shares under."""
     from memstack.view.search import focused
@@ -57,19 +59,15 @@ def legs(view: AsOfView, index: ResidentIndex, text: str, where: Sequence[str], 
     return by_text, by_vector
 
 
-Ranked = tuple[npt.NDArray[np.int64], npt.NDArray[Any]]
-"""Positions, best first, and their scores."""
-
-
 def leg(view: AsOfView, index: ResidentIndex, search: Callable[[int], Ranked], n: int
-        ) -> pa.Table:
+        ) -> Ranked:
     """The top ``n`` candidates of one retriever that answer as of (the rule's numpy form
-    over the positions; only the rows kept are read)."""
+    over the positions; no row is read), best first."""
     fetch = POSTFILTER_FACTOR * n
     valid, known = view.as_of.valid, A.known_of(view.as_of)
     while True:
         at, scores = search(fetch)
         keep = index.answering(at, valid, known)
         if int(keep.sum()) >= n or len(at) < fetch:
-            return index.candidates(at[keep][:n], scores[keep][:n])
+            return at[keep][:n], scores[keep][:n]
         fetch *= GROWTH

@@ -19,7 +19,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memstack.operators.mutations import MemoryRow
 from memstack.schemas import asof as rule
+from memstack.schemas.metadata import metadata_of
 from memstack.schemas.rows import memories_schema
 from memstack.view.resident.grow import Grow
 
@@ -90,7 +92,7 @@ class ResidentRows:
         self.vt_from = self.as_of[rule.INTERVALS.vt_from]
         self.alive = Grow(np.bool_)
         self._by_session: dict[int, list[int]] = defaultdict(list)
-        self._ordered: dict[int, Positions] = {}
+        self._ordered: dict[int, tuple[Positions, Positions]] = {}
 
     @property
     def count(self) -> int:
@@ -185,17 +187,53 @@ class ResidentRows:
                 pa.array(np.argsort(np.concatenate(order), kind="stable")))
         return table.append_column("_rowid", pc.cast(pa.array(at), pa.uint64()))
 
+    def memory_rows(self, positions: Positions) -> list[MemoryRow]:
+        """The rows at ``positions`` as :class:`MemoryRow` (in that order), built from the
+        codes and times held and the runs' text columns: what ``to_memories(take(...))``
+        gives, without an Arrow table per read (``tests/view/test_resident_rows.py``)."""
+        at = np.asarray(positions, dtype=np.int64)
+        run_of = self._run_of(at).tolist()
+        times = {name: self.as_of[name].view()[at].tolist() for name in
+                 ("vt_from", "vt_to", "tt_from", "tt_to")}
+        codes = [(held.view()[at].tolist(), names.values) for held, names in (
+            (self.tenant, self.tenants), (self.session, self.sessions),
+            (self.subject, self.subjects), (self.kind, self.kinds))]
+        partition = self.as_of["partition"].view()[at].tolist()
+        offset = self.as_of["offset"].view()[at].tolist()
+        out = []
+        for i, (p, run) in enumerate(zip(at.tolist(), run_of, strict=True)):
+            table, row = self._runs[run], p - self._starts[run]
+            tenant, session, subject, kind = (
+                None if code[i] < 0 else values[code[i]] for code, values in codes)
+            assert tenant is not None and session is not None and kind is not None
+            out.append(MemoryRow(
+                memory_id=self.id_of[p], event_id=table.column("event_id")[row].as_py(),
+                tenant=tenant, session=session, subject=subject, kind=kind,
+                text=table.column("text")[row].as_py(),
+                vt_from=rule.time_of(times["vt_from"][i]), vt_to=_time(times["vt_to"][i]),
+                tt_from=rule.time_of(times["tt_from"][i]), tt_to=_time(times["tt_to"][i]),
+                partition=partition[i], offset=offset[i],
+                metadata=metadata_of(table.column("metadata_json")[row].as_py())))
+        return out
+
     def _run_of(self, positions: Positions) -> npt.NDArray[np.intp]:
         return np.searchsorted(np.asarray(self._starts), positions, side="right") - 1
 
     def session_order(self, session: int) -> Positions:
         """The positions of a session's rows (dead ones too) in valid-time order."""
-        ordered = self._ordered.get(session)
-        if ordered is None:
+        return self._session(session)[0]
+
+    def session_times(self, session: int) -> Positions:
+        """The valid times (microseconds) of :meth:`session_order`'s rows, ascending."""
+        return self._session(session)[1]
+
+    def _session(self, session: int) -> tuple[Positions, Positions]:
+        held = self._ordered.get(session)
+        if held is None:
             rows = np.array(self._by_session.get(session, ()), dtype=np.int64)
             ordered = rows[np.argsort(self.vt_from.view()[rows], kind="stable")]
-            self._ordered[session] = ordered
-        return ordered
+            held = self._ordered[session] = (ordered, self.vt_from.view()[ordered])
+        return held
 
     def _merge(self) -> None:
         """Merge the last two runs while the newer is at least half the older (a binary
@@ -204,6 +242,10 @@ class ResidentRows:
             newer = self._runs.pop()
             self._starts.pop()
             self._runs[-1] = pa.concat_tables([self._runs[-1], newer]).combine_chunks()
+
+
+def _time(micros: int) -> datetime | None:
+    return None if micros == rule.NULL_MICROS else rule.time_of(micros)
 
 
 def _conform(table: pa.Table) -> pa.Table:
