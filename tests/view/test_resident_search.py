@@ -377,3 +377,48 @@ def test_a_copy_that_fails_while_answering_is_dropped_and_lancedb_answers(
         monkeypatch.setenv(ENV, "0")
         want = view.search("lake camping", 10)
     assert got and [h.memory for h in got] == [h.memory for h in want]
+
+
+def test_a_tenant_wide_bm25_counts_each_term_as_a_masked_scan_does() -> None:
+    """:meth:`Postings.top` given the tenant (its term counts kept up as lists grow, lists
+    held by the tenant alone not masked) ranks as the masked scan of every list, over two
+    tenants, batches appended between queries, a term held by one tenant alone and a
+    forget that shrinks lists."""
+    rng = random.Random(5)
+    postings = Postings()
+    tenant_of = np.empty(0, np.int32)
+    texts: list[str] = []
+    alive = np.empty(0, bool)
+
+    def both(query: str, tenant: int, n: int) -> tuple[Any, Any]:
+        live = np.flatnonzero(alive & (tenant_of == tenant))
+        universe = (len(live), int(postings.length.view()[live].sum()))
+
+        def mask(at: Any) -> Any:
+            return (tenant_of[at] == tenant) & alive[at]
+
+        terms = bm25.tokens(query)
+        return (postings.top(terms, universe, mask, n, (tenant, tenant_of)),
+                postings.top(terms, universe, mask, n))
+
+    checked = 0
+    for batch in range(6):
+        start = len(texts)
+        fresh = [" ".join(["says", *rng.choices(WORDS, k=rng.randint(2, 8))])
+                 + (" zebra" if batch % 2 else "") for _ in range(300)]
+        owners = np.asarray([rng.randrange(2) if batch % 3 else 0 for _ in fresh], np.int32)
+        texts += fresh
+        tenant_of = np.concatenate([tenant_of, owners])
+        alive = np.concatenate([alive, np.ones(len(fresh), bool)])
+        postings.append(np.arange(start, len(texts), dtype=np.int64), fresh, owners.tolist())
+        if batch == 4:  # a forget: rows leave their lists
+            dead = np.asarray(rng.sample(range(len(texts)), 200), np.int64)
+            alive[dead] = False
+            postings.forget(dead, tenant_of[dead], [texts[i] for i in dead.tolist()])
+        for query in ("says camping Porto", "zebra kids", "says marathon cat", "lake"):
+            for tenant in (0, 1):
+                (got_at, got), (want_at, want) = both(query, tenant, 25)
+                assert got_at.tolist() == want_at.tolist()
+                assert got.tolist() == pytest.approx(want.tolist())
+                checked += len(got_at)
+    assert checked

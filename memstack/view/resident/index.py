@@ -173,7 +173,9 @@ class ResidentIndex:
         t = self.rows.tenants.get(tenant)
         if mask is None or t is None:
             return np.empty(0, np.int64), np.empty(0)
-        return self.postings.top(bm25.tokens(query), self._universe(t, scope, mask), mask, n)
+        whole = scope.only is None and scope == Scope()  # the tenant's every live row
+        return self.postings.top(bm25.tokens(query), self._universe(t, scope, mask), mask, n,
+                                 (t, self.rows.tenant.view()) if whole else None)
 
     def text_candidates(self, query: str, tenant: str, scope: Scope, n: int) -> pa.Table:
         """:meth:`text_top` as candidates (:data:`CANDIDATE_COLUMNS`, ``_rowid`` = position,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +33,9 @@ class Postings:
         self.length = Grow(np.int32)
         self._docs: defaultdict[int, int] = defaultdict(int)
         self._total: defaultdict[int, int] = defaultdict(int)
+        self._counted: dict[str, dict[int, tuple[int, int]]] = {}
+        """Per term and tenant code: how many of the term's rows were counted, and how many
+        of those are the tenant's (:meth:`_tenant_rows`)."""
 
     def append(self, positions: Positions, texts: Sequence[str], tenants: Sequence[int]) -> None:
         """Index the rows appended at ``positions`` (consecutive, from :attr:`length`'s end)."""
@@ -70,6 +74,7 @@ class Postings:
             for term in set(bm25.tokens(text)):
                 dead[term].append(position)
         for term, gone in dead.items():
+            self._counted.pop(term, None)
             held = self._terms.get(term)
             if held is None:
                 continue
@@ -93,29 +98,33 @@ class Postings:
         """The tenant's live rows: how many, and their summed length."""
         return self._docs.get(tenant, 0), self._total.get(tenant, 0)
 
-    def top(self, terms: Sequence[str], universe: tuple[int, int], scope: Mask, n: int
+    def top(self, terms: Sequence[str], universe: tuple[int, int], scope: Mask, n: int,
+            tenant: tuple[int, npt.NDArray[np.int32]] | None = None
             ) -> tuple[Positions, npt.NDArray[np.float64]]:
         """The ``n`` best positions in ``scope`` (its tenant's live rows in scope) for the
         query ``terms`` (its tokens), best first (ties: the earlier position), with their
         scores. ``universe``: the scope's row count and summed length; a term's row count is
-        counted in the scope too.
+        counted in the scope too. ``tenant``: when the scope is a whole tenant, its code and
+        every position's tenant code (a term's rows of the tenant are then counted once and
+        kept up as the list grows, and a list held by the tenant alone is not masked).
 
         Exact, with MaxScore's pruning: a term's share of a row's score is below ``idf *
         (K1 + 1)``; when the terms whose bounds are below :data:`MINOR_SHARE` of the largest
         (common terms: their idf is small, their lists long) together stay below the
         ``n``-th best score of the other terms alone, no row held by them alone can be among
-        the best, and they are looked up only for the rows that can still reach it."""
+        the best, and they are looked up only for the rows that can still reach it (in
+        their whole list: it holds live rows only, and the rows looked up are in scope)."""
         docs, total = universe
         if docs <= 0:
             return np.empty(0, np.int64), np.empty(0)
-        parts = self._parts(terms, docs, scope)
+        parts = self._parts(terms, docs, scope, tenant)
         if not parts:
             return np.empty(0, np.int64), np.empty(0)
         mean = total / docs or 1.0
-        bounds = [idf * (bm25.K1 + 1) for _, _, idf in parts]
+        bounds = [p.idf * (bm25.K1 + 1) for p in parts]
         minor = [i for i, b in enumerate(bounds) if b < MINOR_SHARE * max(bounds)]
-        if minor and sum(len(parts[i][0]) for i in minor) > len(parts) * n:
-            major = [p for i, p in enumerate(parts) if i not in minor]
+        if minor and sum(parts[i].df for i in minor) > len(parts) * n:
+            major = [p.kept(scope) for i, p in enumerate(parts) if i not in minor]
             rows, scores = self._summed(major, mean)
             if len(rows) > n:
                 floor = float(np.partition(scores, len(scores) - n)[len(scores) - n])
@@ -124,26 +133,40 @@ class Postings:
                     near = scores + reach >= floor
                     rows, scores = rows[near], scores[near]
                     for i in minor:
-                        scores = scores + self._looked_up(parts[i], rows, mean)
+                        scores = scores + self._looked_up(parts[i].whole(), rows, mean)
                     return best_first(rows, scores, n)
-        rows, scores = self._summed(parts, mean)
+        rows, scores = self._summed([p.kept(scope) for p in parts], mean)
         return best_first(rows, scores, n)
 
-    def _parts(self, terms: Sequence[str], docs: int, scope: Mask
-               ) -> list[tuple[Positions, npt.NDArray[np.int32], float]]:
-        """Each distinct query term held in scope: its positions there (ascending), their
-        counts, and its idf."""
+    def _parts(self, terms: Sequence[str], docs: int, scope: Mask,
+               tenant: tuple[int, npt.NDArray[np.int32]] | None) -> list[_Term]:
+        """Each distinct query term held in scope, with its row count there and its idf."""
         out = []
         for term in dict.fromkeys(terms):
             held = self._terms.get(term)
             if held is None:
                 continue
             at, tf = held[0].view(), held[1].view()
-            keep = scope(at)
-            df = int(keep.sum())
-            if df:
-                out.append((at[keep], tf[keep], bm25.idf(docs, df)))
+            if tenant is None:
+                keep = scope(at)
+                found = _Term(at[keep], tf[keep], int(keep.sum()), True)
+            else:
+                found = _Term(at, tf, self._tenant_rows(term, at, *tenant), False)
+            if found.df:
+                found.idf = bm25.idf(docs, found.df)
+                out.append(found)
         return out
+
+    def _tenant_rows(self, term: str, at: Positions, tenant: int,
+                     tenant_of: npt.NDArray[np.int32]) -> int:
+        """How many of ``term``'s rows are ``tenant``'s: counted once, then over the rows
+        appended since (a forget that changes the list drops the count)."""
+        counted = self._counted.setdefault(term, {})
+        seen, rows = counted.get(tenant, (0, 0))
+        if seen < len(at):
+            rows += int(np.count_nonzero(tenant_of[at[seen:]] == tenant))
+            counted[tenant] = (len(at), rows)
+        return rows
 
     def _weights(self, part: tuple[Positions, npt.NDArray[np.int32], float], at: Positions,
                  tf: npt.NDArray[np.int32], mean: float) -> npt.NDArray[np.float64]:
@@ -184,6 +207,28 @@ class Postings:
         out = np.zeros(len(rows))
         out[hit] = self._weights(part, rows[hit], tf[found[hit]], mean)
         return out
+
+
+@dataclass
+class _Term:
+    """A query term's rows (``scoped``: only those in scope; else every row of the list, of
+    which ``df`` are in scope), their counts, its row count in scope and its idf."""
+
+    at: Positions
+    tf: npt.NDArray[np.int32]
+    df: int
+    scoped: bool
+    idf: float = 0.0
+
+    def whole(self) -> tuple[Positions, npt.NDArray[np.int32], float]:
+        return self.at, self.tf, self.idf
+
+    def kept(self, scope: Mask) -> tuple[Positions, npt.NDArray[np.int32], float]:
+        """Its rows in scope (the list as it is when every row is)."""
+        if self.scoped or self.df == len(self.at):
+            return self.whole()
+        keep = scope(self.at)
+        return self.at[keep], self.tf[keep], self.idf
 
 
 MINOR_SHARE = 0.1

@@ -21,8 +21,8 @@ from memstack.view.resident.grow import Grow
 from memstack.view.resident.rows import Mask, Positions, best_first
 
 FLAT_ROWS = 20_000
-MIN_PROBES = 24
-MIN_PROBE_SHARE = 0.05
+MIN_PROBES = 12
+MIN_PROBE_SHARE = 0.03
 ENOUGH = 8
 RETRAIN_GROWTH = 4
 SAMPLE_PER_LIST = 48
