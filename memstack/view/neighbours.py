@@ -6,16 +6,17 @@ answer. So after fusion a row's score becomes
 
     score + NEIGHBOUR_WEIGHT * (sum of the scores 1 row away + NEAR_DECAY * those 2 rows away)
 
-where "away" counts rows of the same session, in valid-time order, that answer the same query
-scope and lie within :data:`WINDOW` of it (a gap longer than that ends the conversation
-around a row). Rows next to the best candidates join the candidates this way even when neither
-retriever ranked them. The weights were chosen leave-one-conversation-out on LoCoMo
+where "away" counts rows of the same session, in valid-time order (rows of one time in the
+order they were logged: partition, then offset), that answer the same query scope and lie
+within :data:`WINDOW` of it (a gap longer than that ends the conversation around a row).
+Rows next to the best candidates join the candidates this way even when neither retriever
+ranked them. The weights were chosen leave-one-conversation-out on LoCoMo
 (docs/queries.md, "Ablation"); every held-out choice was the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -36,11 +37,14 @@ WINDOW = timedelta(minutes=10)
 
 @dataclass(frozen=True)
 class Placed:
-    """Where a row lies: its session and valid time (ties broken by the id)."""
+    """Where a row lies: its session and valid time, and its log position (which orders rows
+    of one time: a turn logged after another of the same time follows it)."""
 
     memory_id: str
     session: str
     at: datetime
+    partition: int
+    offset: int
 
 
 _MICRO = timedelta(microseconds=1)
@@ -50,27 +54,37 @@ _MICRO = timedelta(microseconds=1)
 
 @dataclass(frozen=True)
 class Placements:
-    """Rows as columns: ids, sessions and valid times (microseconds since the epoch)."""
+    """Rows as columns: ids, sessions, valid times (microseconds since the epoch) and log
+    positions."""
 
     ids: Sequence[str]
     sessions: Sequence[str]
     at: npt.NDArray[np.int64]
+    partitions: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
 
     @staticmethod
     def of(rows: Sequence[Placed]) -> Placements:
         return Placements([r.memory_id for r in rows], [r.session for r in rows],
-                          np.array([micros(r.at) for r in rows], dtype=np.int64))
+                          np.array([micros(r.at) for r in rows], dtype=np.int64),
+                          np.array([r.partition for r in rows], dtype=np.int64),
+                          np.array([r.offset for r in rows], dtype=np.int64))
 
     @staticmethod
     def of_table(table: pa.Table) -> Placements:
-        """From a table's ``memory_id``, ``session`` and ``vt_from`` (UTC microseconds)."""
+        """From a table's ``memory_id``, ``session``, ``vt_from`` (UTC microseconds),
+        ``partition`` and ``offset``."""
         times = pc.cast(table.column("vt_from"), pa.int64()).to_numpy()
         return Placements(table.column("memory_id").to_pylist(),
-                          table.column("session").to_pylist(), times.astype(np.int64))
+                          table.column("session").to_pylist(), times.astype(np.int64),
+                          *(table.column(c).to_numpy().astype(np.int64)
+                            for c in ("partition", "offset")))
 
     def plus(self, other: Placements) -> Placements:
         return Placements([*self.ids, *other.ids], [*self.sessions, *other.sessions],
-                          np.concatenate([self.at, other.at]))
+                          *(np.concatenate([a, b]) for a, b in (
+                              (self.at, other.at), (self.partitions, other.partitions),
+                              (self.offsets, other.offsets))))
 
 
 def spread(scores: Mapping[str, float], rows: Sequence[Placed] | Placements, *,
@@ -87,8 +101,7 @@ def spread(scores: Mapping[str, float], rows: Sequence[Placed] | Placements, *,
     session = np.array([codes.setdefault(placed.sessions[i], len(codes)) for i in keep.tolist()],
                        dtype=np.int64)
     at = placed.at[keep]
-    tie = np.argsort(np.argsort(ids.astype(str), kind="stable"), kind="stable")
-    order = np.lexsort((tie, at, session))
+    order = np.lexsort((placed.offsets[keep], placed.partitions[keep], at, session))
     ids, session, at = ids[order], session[order], at[order]
     own = np.array([scores.get(m, 0.0) for m in ids], dtype=np.float64)
     # link i -- i+1 holds when both rows are of one session and no more than window apart
@@ -114,22 +127,18 @@ Floats = npt.NDArray[np.float64]
 
 
 def spread_held(scored: Ints, scores: Floats, rows: Ints, sessions: Ints, at: Ints,
-                ids_of: Callable[[Ints], Sequence[str]], *, weight: float = NEIGHBOUR_WEIGHT,
+                partitions: Ints, offsets: Ints, *, weight: float = NEIGHBOUR_WEIGHT,
                 decay: float = NEAR_DECAY, reach: int = REACH, window: timedelta = WINDOW
                 ) -> tuple[Ints, Floats]:
     """:func:`spread` over rows named by integers (a held copy's positions), in numpy: the
     same rule, checked against it (``tests/view/test_neighbours.py``). ``scored`` (distinct)
     have ``scores``; ``rows`` (distinct, ascending) are placed in ``sessions`` (any integer
-    code per session) at ``at`` (microseconds); ``ids_of`` gives the ids of rows, read only
-    where two rows of a session share a time (the id breaks the tie, as in :func:`spread`).
+    code per session) at ``at`` (microseconds), logged at ``partitions`` and ``offsets``.
     Returns the rows :func:`spread` returns (placed rows with a share or a score, and the
     scored rows not placed) and their scores."""
     if not len(rows):
         return scored, scores
-    order = np.lexsort((at, sessions))
-    tied = (sessions[order][1:] == sessions[order][:-1]) & (at[order][1:] == at[order][:-1])
-    if tied.any():
-        order = np.lexsort((np.array(ids_of(rows), dtype=str), at, sessions))
+    order = np.lexsort((offsets, partitions, at, sessions))
     ordered, session, when = rows[order], sessions[order], at[order]
     own = np.zeros(len(rows))
     where = np.searchsorted(rows, scored)

@@ -114,7 +114,8 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
     else:
         read = view.memory.stores.vectors.rows_at([at[m] for m in best], best)
         own_tenants([r.tenant for r in read], view.tenant, "search")
-        around = [Placed(r.memory_id, r.session, _aware(r.vt_from)) for r in read]
+        around = [Placed(r.memory_id, r.session, _aware(r.vt_from), r.partition, r.offset)
+                  for r in read]
         known = {r.memory_id: r for r in read}
     if not around:
         return fused, {}, known
@@ -147,8 +148,10 @@ def _neighbour_rows(view: AsOfView, around: Sequence[Placed], scope: Sequence[st
 
 
 def _placed(table: pa.Table) -> list[Placed]:
-    columns = [table.column(c).to_pylist() for c in ("memory_id", "session", "vt_from")]
-    return [Placed(str(m), str(s), _aware(t)) for m, s, t in zip(*columns, strict=True)]
+    columns = [table.column(c).to_pylist()
+               for c in ("memory_id", "session", "vt_from", "partition", "offset")]
+    return [Placed(str(m), str(s), _aware(t), int(p), int(o))
+            for m, s, t, p, o in zip(*columns, strict=True)]
 
 
 def _aware(value: datetime) -> datetime:

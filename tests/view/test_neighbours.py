@@ -20,7 +20,7 @@ T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 def _turns(session: str, n: int, gap: timedelta = timedelta(seconds=30),
            start: datetime = T0) -> list[Placed]:
-    return [Placed(f"{session}-{i}", session, start + i * gap) for i in range(n)]
+    return [Placed(f"{session}-{i}", session, start + i * gap, 0, i) for i in range(n)]
 
 
 def test_the_turn_after_a_match_joins_with_a_share_of_its_score() -> None:
@@ -40,7 +40,8 @@ def test_scores_add_up_from_both_sides() -> None:
 
 def test_no_share_across_sessions_or_a_gap_longer_than_the_window() -> None:
     rows = [*_turns("a", 2), *_turns("b", 2)]
-    rows.append(Placed("a-late", "a", T0 + timedelta(seconds=30) + WINDOW + timedelta(seconds=1)))
+    rows.append(Placed("a-late", "a", T0 + timedelta(seconds=30) + WINDOW + timedelta(seconds=1),
+                       0, 99))
     out = spread({"a-1": 1.0}, rows)
     assert out["a-0"] == pytest.approx(NEIGHBOUR_WEIGHT)
     assert "b-0" not in out and "b-1" not in out
@@ -50,6 +51,15 @@ def test_no_share_across_sessions_or_a_gap_longer_than_the_window() -> None:
 def test_order_is_by_valid_time_not_by_input_order() -> None:
     rows = list(reversed(_turns("s", 3)))
     assert spread({"s-0": 1.0}, rows)["s-1"] == pytest.approx(NEIGHBOUR_WEIGHT)
+
+
+def test_rows_of_one_time_follow_each_other_in_log_order() -> None:
+    """Turns logged at the same valid time are neighbours in the order they were logged
+    (partition, then offset), whatever their ids or the input's order."""
+    rows = [Placed("zz", "s", T0, 0, 7), Placed("mm", "s", T0, 1, 2), Placed("aa", "s", T0, 0, 9)]
+    out = spread({"zz": 1.0}, rows)  # log order: zz (0, 7), aa (0, 9), mm (1, 2)
+    assert out["aa"] == pytest.approx(NEIGHBOUR_WEIGHT)
+    assert out["mm"] == pytest.approx(NEIGHBOUR_WEIGHT * NEAR_DECAY)
 
 
 def test_rows_not_placed_keep_their_score() -> None:
@@ -65,7 +75,7 @@ def _reference(scores: dict[str, float], rows: list[Placed], weight: float = NEI
         by_session.setdefault(row.session, []).append(row)
     out = dict(scores)
     for placed in by_session.values():
-        placed.sort(key=lambda r: (r.at, r.memory_id))
+        placed.sort(key=lambda r: (r.at, r.partition, r.offset))
         own = [scores.get(r.memory_id, 0.0) for r in placed]
         for i, row in enumerate(placed):
             near = 0.0
@@ -85,10 +95,12 @@ def test_the_vectorised_rule_is_the_rule_row_by_row() -> None:
 
     rng = random.Random(11)
     for _ in range(300):
+        coarse = rng.random() < 0.5  # whole minutes: rows share times, log order decides
         rows = [Placed(f"m{rng.randrange(40)}", rng.choice("abc"),
-                       T0 + timedelta(minutes=rng.choice([0, 1, 4, 9, 10, 11, 25]) * rng.random()
-                                      + rng.randrange(60)))
-                for _ in range(rng.randrange(1, 30))]
+                       T0 + (timedelta(minutes=rng.randrange(30)) if coarse else timedelta(
+                           minutes=rng.choice([0, 1, 4, 9, 10, 11, 25]) * rng.random()
+                           + rng.randrange(60))), rng.randrange(2), offset)
+                for offset in rng.sample(range(1000), rng.randrange(1, 30))]
         scores = {f"m{rng.randrange(45)}": rng.random() for _ in range(rng.randrange(0, 8))}
         got, want = spread(scores, rows), _reference(scores, rows)
         assert got.keys() == want.keys()
@@ -97,40 +109,32 @@ def test_the_vectorised_rule_is_the_rule_row_by_row() -> None:
 
 def test_the_held_form_is_the_rule_over_positions() -> None:
     """:func:`spread_held` (positions, codes, numpy) returns what :func:`spread` returns for
-    the same rows named by their ids, ties in time broken by the id in both."""
+    the same rows named by their ids, rows of one time in log order in both."""
     import random
 
     import numpy as np
 
     rng = random.Random(7)
-    tie_breaks = 0
     for _ in range(400):
         count = rng.randrange(0, 40)
         positions = sorted(rng.sample(range(200), count))
         names = {p: f"id-{rng.randrange(10**6):06d}-{p}" for p in range(200)}
         coarse = rng.random() < 0.5  # whole minutes: many rows share a time
+        offsets = rng.sample(range(10_000), count)
         placed = {p: (rng.randrange(3), rng.randrange(30) * 60_000_000 if coarse
-                      else rng.randrange(40 * 60_000_000)) for p in positions}
+                      else rng.randrange(40 * 60_000_000), rng.randrange(2), offsets[i])
+                  for i, p in enumerate(positions)}
         scored = rng.sample(range(200), rng.randrange(0, 10))
         weights = [rng.random() for _ in scored]
         rows = np.array(positions, dtype=np.int64)
-        asked: list[int] = []
-
-        def ids_of(at: np.ndarray, asked: list[int] = asked,
-                   names: dict[int, str] = names) -> list[str]:
-            asked.append(len(at))
-            return [names[p] for p in at.tolist()]
-
         got_at, got = spread_held(
             np.array(scored, dtype=np.int64), np.array(weights), rows,
-            np.array([placed[p][0] for p in positions], dtype=np.int64),
-            np.array([placed[p][1] for p in positions], dtype=np.int64), ids_of)
-        tie_breaks += bool(asked)
+            *(np.array([placed[p][c] for p in positions], dtype=np.int64) for c in range(4)))
         want = spread({names[p]: w for p, w in zip(scored, weights, strict=True)},
                       [Placed(names[p], f"s{placed[p][0]}",
-                              datetime.fromtimestamp(placed[p][1] / 1e6, UTC))
+                              datetime.fromtimestamp(placed[p][1] / 1e6, UTC), placed[p][2],
+                              placed[p][3])
                        for p in positions])
         assert sorted(names[p] for p in got_at.tolist()) == sorted(want)
         for p, score in zip(got_at.tolist(), got.tolist(), strict=True):
             assert score == pytest.approx(want[names[p]])
-    assert tie_breaks > 50  # the id tie-break ran, and it agreed

@@ -4,10 +4,10 @@ ranks as the rules say, on a real LanceDB table.
 The oracle takes the same two legs (each checked against its own reference in
 ``test_resident_search.py``), fuses them with :func:`~memstack.view.fusion.fuse`, places the
 neighbours by reading the whole table and applying the rule by hand (same tenant, scope and
-session, within the window of a best row, answering as of), spreads with the id-keyed
+session, within the window of a best row, answering as of), spreads with
 :func:`~memstack.view.neighbours.spread` and keeps the best ``k`` by score, then id. Many rows
-share a valid time, so the id tie-break is exercised; rows are known in an order unrelated to
-their valid time, so a past known time leaves gaps among neighbours.
+share a valid time, so their order by log position is exercised; rows are known in an
+order unrelated to their valid time, so a past known time leaves gaps among neighbours.
 """
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ def _oracle(view: Any, stores: Stores, query: str, k: int, session: str | None
                    for at, scores in (by_text, by_vector)], 2 * n)
     table = stores.vectors.scan()
     table = table.filter(A.memory_mask(table, view.as_of))
-    every = [Placed(m, s, t.replace(tzinfo=UTC) if t.tzinfo is None else t)
-             for m, s, t, tenant in zip(*(table.column(c).to_pylist() for c in (
-                 "memory_id", "session", "vt_from", "tenant")), strict=True)
+    every = [Placed(m, s, t.replace(tzinfo=UTC) if t.tzinfo is None else t, p, o)
+             for m, s, t, p, o, tenant in zip(*(table.column(c).to_pylist() for c in (
+                 "memory_id", "session", "vt_from", "partition", "offset", "tenant")),
+                 strict=True)
              if tenant == view.tenant and (session is None or s == session)]
     by_id = {p.memory_id: p for p in every}
     around = [by_id[f.memory_id] for f in fused[:k]]
@@ -122,17 +123,16 @@ def test_a_hybrid_search_ranks_as_the_rules_say(written: Path, at: dict[str, Any
 
 def test_the_oracle_sees_a_broken_tie_break(written: Path, monkeypatch: pytest.MonkeyPatch
                                             ) -> None:
-    """The check above fails when the resident form orders tied rows by position instead of
-    by id (a negative control for the oracle)."""
+    """The check above fails when the resident form orders rows of one time by position
+    in the copy reversed instead of by log position (a negative control for the oracle)."""
     import memstack.view.resident.ranked as ranked
 
-    def by_position(*args: Any, **kwargs: Any) -> Any:
-        scored, scores, rows, sessions, times, _ = args
-        return original(scored, scores, rows, sessions, times,
-                        lambda at: [f"{p:09d}" for p in at.tolist()], **kwargs)
+    def reversed_order(*args: Any, **kwargs: Any) -> Any:
+        scored, scores, rows, sessions, times, partitions, _ = args
+        return original(scored, scores, rows, sessions, times, partitions, -rows, **kwargs)
 
     original = ranked.spread_held
-    monkeypatch.setattr(ranked, "spread_held", by_position)
+    monkeypatch.setattr(ranked, "spread_held", reversed_order)
     with Stores.open(written, read_only=True, dim=DIM) as stores:
         differ = 0
         for q, query in enumerate(["kids camping lake", "guitar concert", "Porto sunset dog"]):

@@ -258,7 +258,7 @@ class ResidentIndex:
     def placed(self, tenant: str, scope: Scope, sessions: Positions, at: Positions,
                window: timedelta, limit: int) -> Positions:
         """The positions of the tenant's rows in scope in each session of ``sessions`` (codes,
-        :meth:`codes_at`) within ``window`` of the valid time ``at`` (microseconds) beside it,
+        :meth:`placing`) within ``window`` of the valid time ``at`` (microseconds) beside it,
         ascending; at most ``limit`` (the first ones)."""
         mask = self.scope_mask(tenant, scope)
         if mask is None:
@@ -288,10 +288,14 @@ class ResidentIndex:
         return np.sort(chosen)
 
     @_locked
-    def codes_at(self, positions: Positions) -> tuple[Positions, Positions]:
-        """The session codes and valid times (microseconds) of the rows at ``positions``."""
+    def placing(self, positions: Positions
+                ) -> tuple[Positions, Positions, Positions, Positions]:
+        """Where the rows at ``positions`` lie: their session codes, valid times
+        (microseconds), partitions and offsets."""
+        held = self.rows.as_of
         return (self.rows.session.view()[positions].astype(np.int64),
-                self.rows.vt_from.view()[positions])
+                self.rows.vt_from.view()[positions], held["partition"].view()[positions],
+                held["offset"].view()[positions])
 
     @_locked
     def ids_at(self, positions: Positions) -> list[str]:

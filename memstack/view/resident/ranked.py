@@ -70,16 +70,14 @@ def _with_neighbours(view: AsOfView, index: ResidentIndex, scope: Scope, fused: 
                                     dtype=np.int64))
     if not len(best):
         return fused
-    sessions, times = index.codes_at(best)
+    sessions, times, _, _ = index.placing(best)
     near = index.placed(view.tenant, scope, sessions, times, WINDOW, AROUND_ROWS)
     own_tenants(index.tenants_at(near), view.tenant, "search")
     near = near[index.answering(near, view.as_of.valid, A.known_of(view.as_of))]
     rows = np.union1d(near, best)
-    sessions, times = index.codes_at(rows)
     scored = np.asarray([at[f.memory_id] for f in fused], dtype=np.int64)
     own = np.asarray([f.score.fused for f in fused], dtype=np.float64)
-    positions, scores = spread_held(scored, own, rows, sessions, times, index.ids_at,
-                                    weight=weight)
+    positions, scores = spread_held(scored, own, rows, *index.placing(rows), weight=weight)
     if len(positions) > k:  # the k best scores and every row tied with the k-th
         kth = np.partition(-scores, k - 1)[k - 1]
         keep = -scores <= kth
