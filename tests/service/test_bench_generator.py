@@ -21,3 +21,16 @@ def test_bench_texts_are_distinct_and_short() -> None:
     sample = texts(500)
     assert len(set(sample)) == 500
     assert all(10 <= len(t.split()) <= 25 for t in sample)
+
+
+def test_the_open_loop_ratio_pairs_each_loaded_burst_with_its_rounds_alone_burst() -> None:
+    import pytest
+
+    from memstack.jobs.bench.service import paired_ratio
+
+    got = paired_ratio([200.0, 250.0, 100.0], [180.0, 200.0, 95.0])
+    assert (got.median, got.low, got.high) == pytest.approx((0.9, 0.8, 0.95))
+    # pairing, not the faster alone burst: a slow round does not pull the others down
+    assert paired_ratio([100.0, 300.0], [90.0, 270.0]).median == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="pair each"):
+        paired_ratio([1.0], [])

@@ -15,13 +15,15 @@ prefix. Events are posted over HTTP in batches of 64 (distinct texts, a fact eve
   ``search_cpu_ms_small`` (and its ``_with_encoding``) at the start (~100 records);
   ``facts_p50_ms_idle`` / ``search_p50_ms_idle``: their latency meanwhile;
 - ``events_per_s_alone``: posted events / time from the first POST until a read ``after=`` the
-  last write's token returns (everything applied), with no reader; measured before and after
-  the phases with readers, the better of the two; ``http_events_per_s``: until the broker
-  acknowledged the last POST;
-- open loop (:mod:`.open_loop`): a burst ingested while 200 facts reads/s and 20 searches/s
-  (new texts) are offered: ``ingest_ratio_open_loop`` (events/s with that load / alone),
-  ``facts_p50_ms_under_ingest``, ``facts_p99_ms_under_ingest``, ``search_p50_ms_under_ingest``
-  (latency from when each request was due); the same with the facts reads alone:
+  last write's token returns (everything applied), with no reader; the median of the rounds'
+  alone bursts; ``http_events_per_s``: until the broker acknowledged the last POST;
+- open loop (:mod:`.open_loop`), in :data:`ROUNDS` rounds (``--quick``: 2), each a burst
+  alone, a burst while 200 facts reads/s and 20 searches/s (new texts) are offered, and a
+  burst with the facts reads alone: ``ingest_ratio_open_loop`` is the median over the rounds
+  of (events/s with the load / events/s of the round's alone burst), with
+  ``ingest_ratio_open_loop_min`` / ``_max``; ``facts_p50_ms_under_ingest``,
+  ``facts_p99_ms_under_ingest``, ``search_p50_ms_under_ingest`` (latency from when each
+  request was due, pooled over the rounds); the same with the facts reads alone:
   ``ingest_ratio_open_loop_facts_only``, ``facts_p50_ms_under_ingest_facts_only``,
   ``facts_p99_ms_under_ingest_facts_only``;
 - closed loop (secondary): a burst ingested while 4 threads query continuously (facts and
@@ -45,6 +47,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -73,6 +77,8 @@ default, so the headline is what a user gets without flags."""
 FACTS_RATE = 200.0
 SEARCH_RATE = 20.0
 WARM = 96
+ROUNDS = 3
+"""Rounds of (alone, both loads, facts reads alone) bursts; the ratios are their medians."""
 
 
 SEARCH_RECORDS = 100_000
@@ -81,69 +87,113 @@ SEARCH_RECORDS = 100_000
 
 def run(quick: bool, report: Report) -> Result:
     burst, paced, reads = (256, 60, 500) if quick else (1024, 300, 3000)
+    rounds = 2 if quick else ROUNDS
     readers = int(os.environ.get("MEMSTACK_BENCH_READERS", str(DEFAULT_READERS)))
     size = SEARCH_RECORDS // 10 if quick else SEARCH_RECORDS
     with scratch_deployment(Settings.from_env()) as settings:
-        result = _measure(settings, readers, burst, paced, reads, size, report)
+        result = _measure(settings, readers, burst, paced, reads, size, rounds, report)
         result.figures |= scaling.read_scaling(settings, 3.0 if quick else 10.0, report)
         return result
 
 
 def _measure(settings: Settings, readers: int, burst: int, paced: int, reads: int, size: int,
-             report: Report) -> Result:
+             rounds: int, report: Report) -> Result:
     extra = os.environ.get("MEMSTACK_BENCH_SERVE_ARGS", "").split()
     with scaling.served(settings, readers, "--after-timeout", "300", *extra) as (url, pids):
         report("service at %s (processes %s, %d reader(s))", url, pids(), readers)
         with httpx.Client(base_url=url, timeout=300.0,
                           headers={"Authorization": f"Bearer {KEY}"},
                           limits=httpx.Limits(max_connections=64)) as client:
-            result = _phases(client, pids, burst, paced, reads, report)
-            posted = WARM + 5 * burst + paced
+            result = _phases(client, pids, burst, paced, reads, rounds, report)
+            posted = WARM + (3 * rounds + 2) * burst + paced
             result.figures |= _search_at_size(client, pids, size, posted, reads, report)
     result.figures |= {"readers": float(readers), **scaling.publishing}
     return result
 
 
 def _phases(client: httpx.Client, pid: cost.Pids, burst: int, paced: int, reads: int,
-            report: Report) -> Result:
-    sample = texts(6 * burst + paced + WARM)
+            rounds: int, report: Report) -> Result:
+    sample = texts((3 * rounds + 2) * burst + paced + WARM)
     ingest(client, [bench_event(i, sample[i]) for i in range(WARM)])  # Lance, indexes, the model
     report("warmed up with %d events", WARM)
+    phase = iter(range(3 * rounds + 2))
 
-    def events(phase: int) -> list[dict[str, Any]]:
-        offset = WARM + phase * burst
+    def events() -> list[dict[str, Any]]:
+        offset = WARM + next(phase) * burst
         return [bench_event(offset + i, sample[offset + i]) for i in range(burst)]
 
     figures = {f"{k}_small" if k.startswith("search_cpu_ms") else k: v
                for k, v in _costs(client, pid, reads, report).items()}
     figures["facts_p50_ms_idle"], figures["search_p50_ms_idle"] = readers_alone(client, 3.0)
-    alone_1, http_1 = ingest(client, events(0))
-    report("alone: %.1f events/s applied, %.1f events/s acknowledged", alone_1, http_1)
-    figures |= _open_loop(client, events(1), report)
-    figures |= _open_loop(client, events(2), report, searches=False)
-    figures |= _closed_loop(client, events(3), report)
-    alone_2, http_2 = ingest(client, events(4))
-    report("alone again: %.1f events/s", alone_2)
-    alone = max(alone_1, alone_2)
-    rate = alone / 2
-    start = WARM + 6 * burst
+    alone, loaded, facts_only, http = [], [], [], []
+    both_facts, both_searches, only_facts = _Latencies(), _Latencies(), _Latencies()
+    for n in range(rounds):  # each round: alone, then both loads, then the facts reads alone
+        rate, acknowledged = ingest(client, events())
+        alone.append(rate)
+        http.append(acknowledged)
+        loaded.append(_open_loop(client, events(), report, both_facts, both_searches))
+        facts_only.append(_open_loop(client, events(), report, only_facts))
+        report("round %d: alone %.1f events/s, ratio %.3f (facts only %.3f)", n + 1, rate,
+               loaded[-1] / rate, facts_only[-1] / rate)
+    figures |= _closed_loop(client, events(), report)
+    last, _ = ingest(client, events())
+    report("alone again: %.1f events/s", last)
+    rate = statistics.median([*alone, last]) / 2
+    start = WARM + (3 * rounds + 2) * burst
     latencies = write_to_read(client, sample[start:start + paced], rate)
     p50, p99 = np.percentile(latencies, [50, 99])
     report("write -> read at %.1f events/s: p50 %.3f s, p99 %.3f s", rate, p50, p99)
-    open_rate = figures.pop("_events_per_s_open_loop")
-    facts_only = figures.pop("_events_per_s_open_loop_facts_only")
+    ratio = paired_ratio(alone, loaded)
     closed_rate = figures.pop("_events_per_s_closed_loop")
     figures |= {
-        "events_per_s_alone": alone, "events_per_s_alone_before": alone_1,
-        "events_per_s_alone_after": alone_2, "http_events_per_s": max(http_1, http_2),
-        "events_per_s_open_loop": open_rate, "ingest_ratio_open_loop": open_rate / alone,
-        "ingest_ratio_open_loop_facts_only": facts_only / alone,
-        "events_per_s_with_readers": closed_rate, "ratio_closed_loop": closed_rate / alone,
+        "events_per_s_alone": statistics.median(alone), "events_per_s_alone_last": last,
+        "http_events_per_s": max(http), "events_per_s_open_loop": statistics.median(loaded),
+        "ingest_ratio_open_loop": ratio.median, "ingest_ratio_open_loop_min": ratio.low,
+        "ingest_ratio_open_loop_max": ratio.high,
+        "ingest_ratio_open_loop_facts_only": paired_ratio(alone, facts_only).median,
+        "rounds": float(rounds),
+        "facts_p50_ms_under_ingest": both_facts.at(50),
+        "facts_p99_ms_under_ingest": both_facts.at(99),
+        "search_p50_ms_under_ingest": both_searches.at(50),
+        "reads_open_loop": float(len(both_facts.ms) + len(both_searches.ms)),
+        "facts_p50_ms_under_ingest_facts_only": only_facts.at(50),
+        "facts_p99_ms_under_ingest_facts_only": only_facts.at(99),
+        "events_per_s_with_readers": closed_rate,
+        "ratio_closed_loop": closed_rate / statistics.median(alone),
         "write_to_read_p50_s": float(p50), "write_to_read_p99_s": float(p99),
         "write_to_read_rate_events_per_s": rate, "events": float(burst),
         "loadavg_1m": os.getloadavg()[0],
     }
-    return Result("service", figures, ratio=open_rate / alone)
+    return Result("service", figures, ratio=ratio.median)
+
+
+@dataclass(frozen=True)
+class Paired:
+    median: float
+    low: float
+    high: float
+
+
+def paired_ratio(alone: Sequence[float], loaded: Sequence[float]) -> Paired:
+    """The median, least and greatest of each round's loaded rate over that round's alone
+    rate. Pairing a burst with the one just before it keeps the store's growth and the
+    machine's drift out of the ratio; the median keeps one slow burst from deciding it (the
+    ratio of one loaded burst to the faster of two alone ones, as measured before, was low
+    by the spread of the alone bursts)."""
+    if not alone or len(alone) != len(loaded):
+        raise ValueError(f"{len(alone)} alone and {len(loaded)} loaded bursts: pair each")
+    ratios = [b / a for a, b in zip(alone, loaded, strict=True)]
+    return Paired(statistics.median(ratios), min(ratios), max(ratios))
+
+
+@dataclass
+class _Latencies:
+    """Latencies (ms) of one kind of read, pooled over the rounds."""
+
+    ms: list[float] = field(default_factory=list)
+
+    def at(self, percentile: float) -> float:
+        return float(np.percentile(self.ms, percentile))
 
 
 def _costs(client: httpx.Client, pid: cost.Pids, reads: int,
@@ -180,32 +230,27 @@ def _search_at_size(client: httpx.Client, pid: cost.Pids, size: int, posted: int
             "search_p50_ms_sequential": searches.p50_ms, "search_records": float(size)}
 
 
-def _open_loop(client: httpx.Client, burst: list[dict[str, Any]], report: Report, *,
-               searches: bool = True) -> dict[str, float]:
-    """A burst under the offered load (without ``searches``: the facts reads alone, whose
-    figures end in ``_facts_only``)."""
+def _open_loop(client: httpx.Client, burst: list[dict[str, Any]], report: Report,
+               facts_ms: _Latencies, searches_ms: _Latencies | None = None) -> float:
+    """A burst ingested under the offered load (facts reads, and searches when
+    ``searches_ms`` is given): its events/s; the reads' latencies join the lists."""
     facts = Stream(FACTS_RATE, lambda i: facts_of(client, i))
     streams = [facts]
-    if searches:
-        queries = cost.search_texts(100_000, "open")
+    if searches_ms is not None:
+        queries = cost.search_texts(100_000, f"open{len(searches_ms.ms)}")
         streams.append(Stream(SEARCH_RATE, lambda i: search(client, queries[i])))
     with OpenLoad(*streams):
         rate, _ = ingest(client, burst)
     errors = [e for s in streams for e in s.errors]
     report("open loop (%.0f facts/s%s offered): %.1f events/s; %d reads, %d errors",
-           FACTS_RATE, f", {SEARCH_RATE:.0f} searches/s" if searches else "", rate,
+           FACTS_RATE, "" if searches_ms is None else f", {SEARCH_RATE:.0f} searches/s", rate,
            sum(len(s.latencies_ms) for s in streams), len(errors))
     if errors:
         raise AssertionError(f"open-loop reads failed: {errors[:3]}")
-    f50, f99 = np.percentile(facts.latencies_ms, [50, 99])
-    if not searches:
-        return {"_events_per_s_open_loop_facts_only": rate,
-                "facts_p50_ms_under_ingest_facts_only": float(f50),
-                "facts_p99_ms_under_ingest_facts_only": float(f99)}
-    return {"_events_per_s_open_loop": rate, "facts_p50_ms_under_ingest": float(f50),
-            "facts_p99_ms_under_ingest": float(f99),
-            "search_p50_ms_under_ingest": statistics.median(streams[1].latencies_ms),
-            "reads_open_loop": float(sum(len(s.latencies_ms) for s in streams))}
+    facts_ms.ms += facts.latencies_ms
+    if searches_ms is not None:
+        searches_ms.ms += streams[1].latencies_ms
+    return rate
 
 
 def _closed_loop(client: httpx.Client, burst: list[dict[str, Any]],
