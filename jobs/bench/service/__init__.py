@@ -26,6 +26,9 @@ prefix. Events are posted over HTTP in batches of 64 (distinct texts, a fact eve
   request was due, pooled over the rounds); the same with the facts reads alone:
   ``ingest_ratio_open_loop_facts_only``, ``facts_p50_ms_under_ingest_facts_only``,
   ``facts_p99_ms_under_ingest_facts_only``;
+- ``client_cores_alone`` / ``_loaded`` / ``_facts_only``: the CPU this process (the posting
+  writer and the readers' threads) used during those bursts ÷ their wall time, medians over
+  the rounds: the share of the two cores the load generator takes from the service;
 - closed loop (secondary): a burst ingested while 4 threads query continuously (facts and
   hybrid search, alternately): ``ratio_closed_loop``, ``events_per_s_with_readers``,
   ``facts_p50_ms_closed_loop``, ``search_p50_ms_closed_loop``;
@@ -127,12 +130,16 @@ def _phases(client: httpx.Client, pid: cost.Pids, burst: int, paced: int, reads:
     figures["facts_p50_ms_idle"], figures["search_p50_ms_idle"] = readers_alone(client, 3.0)
     alone, loaded, facts_only, http = [], [], [], []
     both_facts, both_searches, only_facts = _Latencies(), _Latencies(), _Latencies()
+    cores: dict[str, list[float]] = {"alone": [], "loaded": [], "facts_only": []}
     for n in range(rounds):  # each round: alone, then both loads, then the facts reads alone
-        rate, acknowledged = ingest(client, events())
+        with _ClientCores(cores["alone"]):
+            rate, acknowledged = ingest(client, events())
         alone.append(rate)
         http.append(acknowledged)
-        loaded.append(_open_loop(client, events(), report, both_facts, both_searches))
-        facts_only.append(_open_loop(client, events(), report, only_facts))
+        with _ClientCores(cores["loaded"]):
+            loaded.append(_open_loop(client, events(), report, both_facts, both_searches))
+        with _ClientCores(cores["facts_only"]):
+            facts_only.append(_open_loop(client, events(), report, only_facts))
         report("round %d: alone %.1f events/s, ratio %.3f (facts only %.3f)", n + 1, rate,
                loaded[-1] / rate, facts_only[-1] / rate)
     figures |= _closed_loop(client, events(), report)
@@ -152,6 +159,7 @@ def _phases(client: httpx.Client, pid: cost.Pids, burst: int, paced: int, reads:
         "ingest_ratio_open_loop_max": ratio.high,
         "ingest_ratio_open_loop_facts_only": paired_ratio(alone, facts_only).median,
         "rounds": float(rounds),
+        **{f"client_cores_{k}": statistics.median(v) for k, v in cores.items()},
         "facts_p50_ms_under_ingest": both_facts.at(50),
         "facts_p99_ms_under_ingest": both_facts.at(99),
         "search_p50_ms_under_ingest": both_searches.at(50),
@@ -184,6 +192,21 @@ def paired_ratio(alone: Sequence[float], loaded: Sequence[float]) -> Paired:
         raise ValueError(f"{len(alone)} alone and {len(loaded)} loaded bursts: pair each")
     ratios = [b / a for a, b in zip(alone, loaded, strict=True)]
     return Paired(statistics.median(ratios), min(ratios), max(ratios))
+
+
+class _ClientCores:
+    """This process's CPU over a phase ÷ its wall time, appended to ``into``: the cores the
+    load generator (the posting writer and the readers' threads) takes from the two the
+    service shares with it."""
+
+    def __init__(self, into: list[float]) -> None:
+        self.into = into
+
+    def __enter__(self) -> None:
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+
+    def __exit__(self, *_: object) -> None:
+        self.into.append((time.process_time() - self.cpu) / (time.perf_counter() - self.wall))
 
 
 @dataclass
