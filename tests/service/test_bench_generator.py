@@ -34,3 +34,50 @@ def test_the_open_loop_ratio_pairs_each_loaded_burst_with_its_rounds_alone_burst
     assert paired_ratio([100.0, 300.0], [90.0, 270.0]).median == pytest.approx(0.9)
     with pytest.raises(ValueError, match="pair each"):
         paired_ratio([1.0], [])
+
+
+def test_the_open_loop_gets_read_whole_responses_on_kept_sockets() -> None:
+    """The open loop's plain GETs (:class:`Gets`) against a real HTTP/1.1 server: the
+    status and body of each answer (several in one socket's buffer too), the same socket
+    kept, a fresh one when the server closed the kept one, and an error status kept."""
+    import http.server
+    import threading
+
+    from memstack.jobs.bench.service.open_loop import Gets
+
+    seen: list[tuple[str, str | None, int]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization"),
+                         self.client_address[1]))
+            body = f"answer to {self.path}".encode() * 50
+            status = 404 if "missing" in self.path else 200
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            if "close" in self.path:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        gets = Gets(f"http://127.0.0.1:{server.server_address[1]}", {"Authorization": "Bearer k"})
+        status, body = gets.get("/v1/a", {"subject": "user:1", "k": 10})
+        assert status == 200 and body == b"answer to /v1/a?subject=user%3A1&k=10" * 50
+        assert gets.get("/v1/b", {"n": 2})[0] == 200
+        assert gets.get("/v1/close", {"n": 3})[0] == 200  # the server closes after it
+        assert gets.get("/v1/c", {"n": 4})[1].startswith(b"answer to /v1/c")
+        assert gets.get("/v1/missing", {"n": 5})[0] == 404
+    finally:
+        server.shutdown()
+    ports = [port for _, _, port in seen]
+    assert ports[0] == ports[1] == ports[2] != ports[3]  # kept, then a fresh socket
+    assert {auth for _, auth, _ in seen} == {"Bearer k"}

@@ -64,14 +64,14 @@ from memstack.jobs.bench.service.load import (
     KEY,
     Readers,
     bench_event,
-    facts_of,
+    facts_request,
     ingest,
     readers_alone,
-    search,
+    search_request,
     texts,
     write_to_read,
 )
-from memstack.jobs.bench.service.open_loop import OpenLoad, Stream
+from memstack.jobs.bench.service.open_loop import Gets, OpenLoad, Stream
 from memstack.jobs.measure import Report, Result
 
 DEFAULT_READERS = 0
@@ -257,11 +257,12 @@ def _open_loop(client: httpx.Client, burst: list[dict[str, Any]], report: Report
                facts_ms: _Latencies, searches_ms: _Latencies | None = None) -> float:
     """A burst ingested under the offered load (facts reads, and searches when
     ``searches_ms`` is given): its events/s; the reads' latencies join the lists."""
-    facts = Stream(FACTS_RATE, lambda i: facts_of(client, i))
+    gets = Gets(client.base_url, {"Authorization": f"Bearer {KEY}"})
+    facts = Stream(FACTS_RATE, lambda i: gets.get(*facts_request(i)))
     streams = [facts]
     if searches_ms is not None:
         queries = cost.search_texts(100_000, f"open{len(searches_ms.ms)}")
-        streams.append(Stream(SEARCH_RATE, lambda i: search(client, queries[i])))
+        streams.append(Stream(SEARCH_RATE, lambda i: gets.get(*search_request(queries[i]))))
     with OpenLoad(*streams):
         rate, _ = ingest(client, burst)
     errors = [e for s in streams for e in s.errors]

@@ -42,13 +42,23 @@ def bench_event(i: int, text: str) -> dict[str, Any]:
     return {**base, "kind": "message", "payload": {"role": "user", "text": text}}
 
 
+def facts_request(i: int) -> tuple[str, dict[str, str | int]]:
+    """The ``i``-th facts read: its path and parameters."""
+    return f"/v1/tenants/{TENANT}/facts", {"subject": f"user:{i % FACT_SUBJECTS}"}
+
+
+def search_request(text: str) -> tuple[str, dict[str, str | int]]:
+    return f"/v1/tenants/{TENANT}/search", {"text": text, "k": 10}
+
+
 def facts_of(client: httpx.Client, i: int) -> httpx.Response:
-    return client.get(f"/v1/tenants/{TENANT}/facts",
-                      params={"subject": f"user:{i % FACT_SUBJECTS}"})
+    path, params = facts_request(i)
+    return client.get(path, params=params)
 
 
 def search(client: httpx.Client, text: str) -> httpx.Response:
-    return client.get(f"/v1/tenants/{TENANT}/search", params={"text": text, "k": 10})
+    path, params = search_request(text)
+    return client.get(path, params=params)
 
 
 @dataclass
