@@ -142,6 +142,9 @@ NOT_COORDINATES = {
     ("infra/console.py", "ConsoleRecord"):
         "Kafka's console consumer's printout, parsed as text (infra tooling)",
     ("schemas/asof.py", "Columns"): "the names of the columns the as-of rule reads",
+    ("memstack/view/neighbours.py", "Placed"):
+        "where a memory row lies for the neighbour rule: its event's place, two of its row's "
+        "columns, orders rows of one valid time",
     ("schemas/asof.py", "At"): "the names of the three columns of a position the rule reads",
     ("schemas/asof.py", "InCut"): "a clause of the as-of rule; it holds a LogCut",
     ("memstack/view/types.py", "RecordsAnswer"): "a query's answer (raw records)",
