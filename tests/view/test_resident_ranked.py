@@ -30,6 +30,7 @@ from memstack.view.neighbours import WINDOW, Placed, Placements, spread
 from memstack.view.resident import Scope, resident_of
 from memstack.view.resident.legs import legs
 from memstack.view.search import RANKING
+from tests.view.resident_givens import FixedEncoder
 
 DIM = 8
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -52,16 +53,6 @@ def _rows(n: int) -> list[MemoryRow]:
 
 ROWS = _rows(600)
 VECTORS = np.random.default_rng(9).standard_normal((600, DIM)).astype(np.float32)
-
-
-class _Fixed:
-    name, dim = "fixed", DIM
-
-    def __init__(self, vector: np.ndarray[Any, Any]) -> None:
-        self.vector = vector
-
-    def encode(self, texts: list[str]) -> np.ndarray[Any, Any]:
-        return np.stack([self.vector for _ in texts])
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +102,7 @@ def test_a_hybrid_search_ranks_as_the_rules_say(written: Path, at: dict[str, Any
     with Stores.open(written, read_only=True, dim=DIM) as stores:
         for q, query in enumerate(["kids camping lake", "guitar concert", "Porto sunset dog",
                                    "books"]):
-            view = MemoryView("t0", stores, encoder=_Fixed(VECTORS[7 * q + 1])).as_of(**at)
+            view = MemoryView("t0", stores, encoder=FixedEncoder(VECTORS[7 * q + 1])).as_of(**at)
             got = view.search(query, 10, session=session)
             want = _oracle(view, stores, query, 10, session)
             assert [h.memory.memory_id for h in got] == [m for m, _ in want]
@@ -136,7 +127,7 @@ def test_the_oracle_sees_a_broken_tie_break(written: Path, monkeypatch: pytest.M
     with Stores.open(written, read_only=True, dim=DIM) as stores:
         differ = 0
         for q, query in enumerate(["kids camping lake", "guitar concert", "Porto sunset dog"]):
-            view = MemoryView("t0", stores, encoder=_Fixed(VECTORS[7 * q + 1])).as_of()
+            view = MemoryView("t0", stores, encoder=FixedEncoder(VECTORS[7 * q + 1])).as_of()
             got = [(h.memory.memory_id, h.score.fused) for h in view.search(query, 10)]
             want = _oracle(view, stores, query, 10, None)
             differ += [m for m, _ in got] != [m for m, _ in want] or not all(
