@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -126,14 +126,22 @@ def with_neighbours(view: AsOfView, fused: list[Fused], at: dict[str, int],
     row_ids = dict(zip(near.ids, positions.tolist(), strict=True))
     own = {f.memory_id: f.score.fused for f in fused}
     scores = spread(own, near.plus(Placements.of(around)), weight=weight)
+    return best_spread(fused, scores.items(), k), row_ids, known
+
+
+def best_spread(fused: list[Fused], scores: Iterable[tuple[str, float]], k: int
+                ) -> list[Fused]:
+    """The best ``k`` of ``scores`` (ids and their scores after the neighbour stage; ties by
+    id) as ranked results, each keeping its fusion parts (none for a row that only a
+    neighbour brought) and the neighbours' share."""
     parts = {f.memory_id: f.score for f in fused}
-    ordered = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
+    ordered = heapq.nsmallest(k, scores, key=lambda item: (-item[1], item[0]))
     out = []
     for rank, (memory_id, score) in enumerate(ordered, start=1):
         base = parts.get(memory_id, ScoreParts(0.0))
         out.append(Fused(rank, memory_id, replace(base, fused=score,
                                                   neighbours=score - base.fused)))
-    return out, row_ids, known
+    return out
 
 
 def _neighbour_rows(view: AsOfView, around: Sequence[Placed], scope: Sequence[str]) -> pa.Table:

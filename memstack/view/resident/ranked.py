@@ -10,9 +10,7 @@ it returns; ids are looked up only for the candidates fused and the rows ranked 
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,7 +20,6 @@ from memstack.view.fusion import Candidate, Fused, fuse
 from memstack.view.neighbours import WINDOW, spread_held
 from memstack.view.resident.index import ResidentIndex, Scope
 from memstack.view.resident.legs import Ranked, legs
-from memstack.view.types import ScoreParts
 
 if TYPE_CHECKING:
     from memstack.view.memory_view import AsOfView
@@ -64,7 +61,7 @@ def _with_neighbours(view: AsOfView, index: ResidentIndex, scope: Scope, fused: 
     """:func:`memstack.view.search.with_neighbours` over positions: the rows around the best
     ``k`` (their sessions and times from the codes held), as of, spread in numpy; ``at``
     gains the positions of the rows ranked."""
-    from memstack.view.search import AROUND_FACTOR, AROUND_ROWS, own_tenants
+    from memstack.view.search import AROUND_FACTOR, AROUND_ROWS, best_spread, own_tenants
 
     best = index.live_at(np.asarray([at[f.memory_id] for f in fused[: AROUND_FACTOR * k]],
                                     dtype=np.int64))
@@ -84,12 +81,4 @@ def _with_neighbours(view: AsOfView, index: ResidentIndex, scope: Scope, fused: 
         positions, scores = positions[keep], scores[keep]
     ids = index.ids_at(positions)
     at.update(zip(ids, positions.tolist(), strict=True))
-    parts = {f.memory_id: f.score for f in fused}
-    ordered = heapq.nsmallest(k, zip(ids, scores.tolist(), strict=True),
-                              key=lambda item: (-item[1], item[0]))
-    out = []
-    for rank, (memory_id, score) in enumerate(ordered, start=1):
-        base = parts.get(memory_id, ScoreParts(0.0))
-        out.append(Fused(rank, memory_id, replace(base, fused=score,
-                                                  neighbours=score - base.fused)))
-    return out
+    return best_spread(fused, zip(ids, scores.tolist(), strict=True), k)
