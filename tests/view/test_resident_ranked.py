@@ -2,12 +2,13 @@
 ranks as the rules say, on a real LanceDB table.
 
 The oracle takes the same two legs (each checked against its own reference in
-``test_resident_search.py`` and ``test_resident_bm25.py``), fuses them with :func:`~memstack.view.fusion.fuse`, places the
-neighbours by reading the whole table and applying the rule by hand (same tenant, scope and
-session, within the window of a best row, answering as of), spreads with
-:func:`~memstack.view.neighbours.spread` and keeps the best ``k`` by score, then id. Many rows
-share a valid time, so their order by log position is exercised; rows are known in an
-order unrelated to their valid time, so a past known time leaves gaps among neighbours.
+``test_resident_search.py`` and ``test_resident_bm25.py``), fuses them with
+:func:`~memstack.view.fusion.fuse`, places the neighbours by reading the whole table and
+applying the rule by hand (same tenant, scope and session, within the window of a best row,
+answering as of), spreads with :func:`~memstack.view.neighbours.spread` and keeps the best
+``k`` by score, then id. Many rows share a valid time, so their order by log position is
+exercised; rows are known in an order unrelated to their valid time, so a past known time
+leaves gaps among neighbours.
 """
 
 from __future__ import annotations
