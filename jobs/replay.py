@@ -9,21 +9,24 @@ from pathlib import Path
 from typing import TextIO
 
 from memstack.foundation.settings import Settings
+from memstack.pipelines.forgetting.ledger import ForgetLedger
 from memstack.pipelines.replay.bounds import parse_point
 from memstack.pipelines.replay.flink_env import WorkerMode
-from memstack.pipelines.replay.job import ReplayResult, ReplaySpec, run_replay
+from memstack.pipelines.replay.job import OnProgress, ReplayResult, ReplaySpec, run_replay
 from memstack.pipelines.replay.progress import ProgressTracker
+from memstack.pipelines.replay.session_cluster import SessionCluster
 from memstack.pipelines.replay.wiring import PrepareKey
 
 
-def printer(stream: TextIO = sys.stderr) -> object:
+def printer(stream: TextIO = sys.stderr) -> OnProgress:
     def show(tracker: ProgressTracker, now: float) -> None:
         for line in tracker.render(now):
             print(line, file=stream, flush=True)
     return show
 
 
-def forget_pending(settings: Settings, into: Path) -> list[str]:
+def forget_pending(settings: Settings, into: Path,
+                   ledger: ForgetLedger | None = None) -> list[str]:
     """Apply to the stores in ``into`` the forget requests of the ledger they have not applied.
 
     A replay honours the ledger only for the events it reads; stores caught up by a later
@@ -33,14 +36,15 @@ def forget_pending(settings: Settings, into: Path) -> list[str]:
     """
     from memstack.foundation.keystore import FileKeyStore
     from memstack.pipelines.embedding import shared_encoder
-    from memstack.pipelines.forgetting import ForgetLedger, ForgetProcessor, ForgetStores
+    from memstack.pipelines.forgetting import ForgetProcessor, ForgetStores
     from memstack.pipelines.forgetting.lineage import KafkaLineage
     from memstack.pipelines.forgetting.processor import apply_pending
     from memstack.pipelines.stores.layout import DUCKDB_FILE
 
     if not (into / DUCKDB_FILE).exists():
         return []
-    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
+    if ledger is None:
+        ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic)
     done_before = _applied(into)
     if all(r.request_id in done_before for r in ledger.requests):
         return []  # nothing to forget: do not open the stores or load the model
@@ -63,13 +67,6 @@ def _applied(into: Path) -> set[str]:
     return set(json.loads(path.read_text())) if path.exists() else set()
 
 
-def ledger_ids(settings: Settings) -> list[str]:
-    from memstack.pipelines.forgetting import ForgetLedger
-
-    return [r.request_id for r in ForgetLedger.load(settings.bootstrap,
-                                                    settings.forget_topic).requests]
-
-
 def mark_applied(into: Path, request_ids: list[str]) -> None:
     """Record requests as applied to ``into``: those the replay honoured, read before it ran
     (a request logged during the replay is applied by the next one). Only the applied file is
@@ -86,16 +83,26 @@ def main(*, start: str, stop: str, into: Path, parallelism: int = 1,
          worker_mode: WorkerMode = "process", send_dead_letters: bool = False,
          honour_forget: bool = True, embed_batch: int = 1024,
          prepare_key: PrepareKey = "record", flink: str | None = None,
-         settings: Settings | None = None) -> ReplayResult:
+         settings: Settings | None = None, on_progress: OnProgress | None = None,
+         every_s: float = 2.0, session: SessionCluster | None = None) -> ReplayResult:
+    """Apply the forget requests the stores in ``into`` have not applied, run the replay
+    (progress to ``on_progress``, default: lines on stderr), then record the requests it
+    honoured."""
     settings = settings or Settings.from_env()
-    honoured = ledger_ids(settings) if honour_forget else []
-    if honour_forget:
-        forget_pending(settings, into)
+    # read once: the requests applied to the stores first, the ones the replay honours, and
+    # the ones recorded as applied after it are the same
+    ledger = ForgetLedger.load(settings.bootstrap, settings.forget_topic) \
+        if honour_forget else None
+    honoured = [r.request_id for r in ledger.requests] if ledger is not None else []
+    if ledger is not None:
+        forget_pending(settings, into, ledger)
     spec = ReplaySpec(into=into.resolve(), start=parse_point(start), stop=parse_point(stop),
                       parallelism=parallelism, worker_mode=worker_mode,
                       send_dead_letters=send_dead_letters, honour_forget=honour_forget,
-                      embed_batch=embed_batch, prepare_key=prepare_key, cluster=flink)
-    result = run_replay(spec, settings, printer())  # type: ignore[arg-type]  # a ProgressTracker callback
+                      embed_batch=embed_batch, prepare_key=prepare_key, cluster=flink,
+                      ledger=ledger, session=session)
+    show = on_progress or printer()
+    result = run_replay(spec, settings, show, every_s=every_s)
     if honoured:
         mark_applied(into, honoured)
     return result
@@ -110,4 +117,7 @@ def summary(result: ReplayResult) -> str:
         "seconds": round(result.seconds, 2),
         "processing_events_per_s": round(p.applied / p.processing_s, 1)
         if p and p.processing_s > 0 else None,
+        # wall clock (epoch s): processing began (first record read, models ready), last commit
+        "first_at": round(p.first_at, 3) if p else None,
+        "last_at": round(p.at, 3) if p else None,
     })

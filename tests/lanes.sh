@@ -9,8 +9,8 @@
 # side lane: the long self-contained suites: the fault suite's quick history (a subprocess
 #   with its own broker), the crash loops (tests/recovery), the sharded workers (tests/shards),
 #   the tests that start a Ray driver in the pytest process (tests/consolidation/test_ray_*.py,
-#   tests/jobs/eval/test_openproblems.py) and the replay on a standalone Flink cluster (every
-#   PyFlink there runs in child processes).
+#   tests/jobs/eval/test_openproblems.py), the replay on a standalone Flink cluster and the
+#   warm replay service (every PyFlink there runs in child processes).
 # main lane: the rest, among them every test that runs PyFlink inside the pytest process:
 #   tests/integration/test_replay.py and secure/test_secure_replay.py (loopback workers: Beam's
 #   gRPC served in this process) and tests/forget/test_replay_catch_up_forgets.py (PyFlink's
@@ -39,7 +39,8 @@ shift
 if [ $# -gt 0 ]; then
     exec "$py" -m pytest -q "$@"
 fi
-side=(tests/faults tests/recovery tests/shards tests/readers tests/integration/test_replay_cluster.py)
+side=(tests/faults tests/recovery tests/shards tests/readers tests/integration/test_replay_cluster.py
+      tests/integration/test_replay_service.py)
 # The Ray drivers last, in this order (pytest keeps it): the local ones, then the driver that
 # joins a two-node cluster, as the lane ended before.
 side+=(tests/jobs/eval/test_openproblems.py tests/consolidation/test_ray_resume.py

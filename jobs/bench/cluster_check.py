@@ -51,7 +51,7 @@ def _replay(settings: Settings, into: Path, parallelism: int,
     timed = timed_replay(ReplaySpec(into=into, start=Earliest(), parallelism=parallelism,
                                     cluster=cluster, work_dir=into.parent / f".{into.name}.flink"),
                          settings)
-    return {"seconds": timed.seconds, "startup_s": timed.startup_s,
+    return {"seconds": timed.seconds, "startup_s": timed.startup_s, "finish_s": timed.finish_s,
             "processing_events_per_s": timed.processing_events_per_s}
 
 

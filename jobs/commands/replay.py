@@ -28,11 +28,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--flink", metavar="HOST:PORT", default=None,
                    help="submit to a standalone Flink cluster at this REST address (`memstack "
                         "infra flink up` starts one) instead of the local mini-cluster")
+    p.add_argument("--service", metavar="URL", default=os.environ.get("MEMSTACK_REPLAY_SERVICE"),
+                   help="run the job on a warm replay service (`memstack replay-service` "
+                        "prints its URL; env MEMSTACK_REPLAY_SERVICE): its start-up is paid")
     p.add_argument("--send-dead-letters", action="store_true",
                    help="send dead letters to the DLQ (live already did for the same records)")
     p.add_argument("--ignore-forget", action="store_true",
                    help="do not honour the forget ledger (for audits only)")
     p.set_defaults(func=_replay)
+
+    r = sub.add_parser("replay-service",
+                       help="a long-lived process that runs replay jobs warm (JVM, Flink, model)")
+    r.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    r.add_argument("--port", type=int, default=8766,
+                   help="port (default %(default)s; 0: any free one, printed when ready)")
+    r.add_argument("--parallelism", type=int, default=os.cpu_count() or 1,
+                   help="parallelism warmed up for (default: the cores, %(default)s here)")
+    r.add_argument("--work-dir", type=Path, default=None,
+                   help="Flink's logs and temp files (default: MEMSTACK_HOME/replay-service)")
+    r.set_defaults(func=_replay_service)
 
     v = sub.add_parser("verify", help="compare the content hashes of two stores directories")
     v.add_argument("a", type=Path)
@@ -59,6 +73,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _replay(args: argparse.Namespace) -> int:
     from memstack.jobs.replay import main, summary
 
+    if args.service:
+        return _replay_on_service(args)
     result = main(start=args.start, stop=args.stop, into=args.into,
                   parallelism=args.parallelism, worker_mode=args.worker_mode,
                   send_dead_letters=args.send_dead_letters,
@@ -66,6 +82,33 @@ def _replay(args: argparse.Namespace) -> int:
                   prepare_key=args.prepare_key, flink=args.flink)
     print(summary(result))
     return 0
+
+
+def _replay_on_service(args: argparse.Namespace) -> int:
+    import json
+
+    from memstack.jobs.replay_service.client import print_lines, submit
+    from memstack.jobs.replay_service.request import ReplayRequest
+
+    if args.flink or args.worker_mode != "process":
+        raise SystemExit("--service runs the job in the service's own workers: leave out "
+                         "--flink and --worker-mode")
+    request = ReplayRequest.model_validate({
+        "into": str(args.into.resolve()), "from": args.start, "to": args.stop,
+        "parallelism": args.parallelism, "embed_batch": args.embed_batch,
+        "prepare_key": args.prepare_key, "send_dead_letters": args.send_dead_letters,
+        "honour_forget": not args.ignore_forget})
+    print(json.dumps(submit(args.service, request, print_lines())))
+    return 0
+
+
+def _replay_service(args: argparse.Namespace) -> int:
+    from memstack.foundation.settings import Settings
+    from memstack.jobs.replay_service.server import serve
+
+    settings = Settings.from_env()
+    return serve(settings, args.work_dir or settings.home / "replay-service", host=args.host,
+                 port=args.port, parallelism=args.parallelism)
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -45,6 +47,10 @@ class FlinkRuntime:
     bundle_time_ms: int = 200
     cluster: str | None = None
     """REST address ``HOST:PORT`` of a standalone cluster to submit to (None: mini-cluster)."""
+    loopback_server: str | None = None
+    """With ``cluster``: the cluster runs in this process's JVM and its Python workers are
+    Beam's loopback pool at this address, in this process
+    (:mod:`~memstack.pipelines.replay.session_cluster`)."""
 
     @property
     def log_dir(self) -> Path:
@@ -55,6 +61,24 @@ class FlinkRuntime:
         return self.work_dir / "tmp"
 
 
+@contextmanager
+def process_state_kept() -> Iterator[None]:
+    """Run a job and leave the process's environment and root logger as they were: PyFlink
+    and Beam's loopback worker set some forty variables (among them one that forbids this
+    process and its children to start another job), and the loopback worker replaces the
+    root logger's handlers with one that sends records to the JVM's log."""
+    saved = dict(os.environ)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 def prepare_process_env(rt: FlinkRuntime) -> None:
     """Set the variables the gateway JVM reads at launch (a no-op for an already running one)."""
     rt.log_dir.mkdir(parents=True, exist_ok=True)
@@ -62,8 +86,10 @@ def prepare_process_env(rt: FlinkRuntime) -> None:
     os.environ["FLINK_LOG_DIR"] = str(rt.log_dir)
     os.environ["TMPDIR"] = str(rt.tmp_dir)
     os.environ["JVM_ARGS"] = f"-Djava.io.tmpdir={rt.tmp_dir}"
-    # PyFlink reads this lower-case name (stream_execution_environment._open)
-    os.environ["_python_worker_execution_mode"] = rt.worker_mode  # noqa: SIM112
+    # PyFlink reads this lower-case name (stream_execution_environment._open); it refuses
+    # "loopback" for a remote target, so a session cluster's jobs name their pool themselves
+    mode = "process" if rt.loopback_server is not None else rt.worker_mode
+    os.environ["_python_worker_execution_mode"] = mode  # noqa: SIM112
 
 
 def create_envs(rt: FlinkRuntime) -> tuple[StreamExecutionEnvironment, StreamTableEnvironment]:
@@ -86,6 +112,8 @@ def create_envs(rt: FlinkRuntime) -> tuple[StreamExecutionEnvironment, StreamTab
         conf.set_string("rest.address", "127.0.0.1")
         env = StreamExecutionEnvironment.get_execution_environment(conf)
     else:
+        if rt.loopback_server is not None:
+            conf.set_string("python.loopback-server.address", rt.loopback_server)
         env = _remote_env(conf, rt.cluster)
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     env.set_parallelism(rt.parallelism)

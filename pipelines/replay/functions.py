@@ -42,6 +42,7 @@ from memstack.pipelines.replay.source import epoch_ms, to_log_record
 from memstack.pipelines.replay.wiring import (
     PrepareKey,
     WriterConfig,
+    close_encoder,
     embed_items,
     open_dlq_sender,
     open_encoder,
@@ -127,6 +128,9 @@ class PrepareStage(KeyedProcessFunction):  # type: ignore[misc]
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True)
+        if self.encoder is not None:
+            close_encoder(self.config, self.encoder)
+            self.encoder = None
 
     def process_element(self, value: Item, ctx: Any) -> Iterator[Item]:
         key = ctx.get_current_key()

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memstack.foundation.settings import Settings
 from memstack.pipelines.forgetting.ledger import ForgetLedger
@@ -28,6 +29,7 @@ from memstack.pipelines.replay.flink_env import (
     WorkerMode,
     check_cluster,
     create_envs,
+    process_state_kept,
 )
 from memstack.pipelines.replay.progress import Progress, ProgressTracker
 from memstack.pipelines.replay.source import bounded_log
@@ -37,6 +39,9 @@ from memstack.pipelines.replay.wiring import (
     WriterConfig,
     open_projector,
 )
+
+if TYPE_CHECKING:
+    from memstack.pipelines.replay.session_cluster import SessionCluster
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,11 @@ class ReplaySpec:
     cluster: str | None = None
     """A standalone Flink cluster's REST address ``HOST:PORT`` (None: the local mini-cluster)."""
     projector_factory: ProjectorFactory | None = None
+    session: SessionCluster | None = None
+    """A session cluster of this process to run on (the warm replay service's); it replaces
+    ``cluster`` and ``worker_mode``."""
+    ledger: ForgetLedger | None = None
+    """The forget ledger as the caller read it (None: the job reads it at its start)."""
 
 
 @dataclass(frozen=True)
@@ -92,16 +102,26 @@ class TimedReplay:
     progress: Progress
     """The job's last progress (the processing time and the events applied)."""
     seconds: float
+    began_at: float
+    """Wall clock (epoch s) when the call began."""
 
     @property
     def events_per_s(self) -> float:
-        """Events over the whole call: stores, bounds, JVM, job start, processing, last commit."""
+        """Events over the whole call: stores, bounds, JVM, job start, processing, last commit,
+        the vector indexes built and the stores closed."""
         return self.result.events / self.seconds
 
     @property
     def startup_s(self) -> float:
-        """The call's time outside the processing."""
-        return self.seconds - self.progress.processing_s
+        """From the call to the start of processing (the first record read, every prepare
+        worker's model loaded)."""
+        return max(0.0, self.progress.first_at - self.began_at)
+
+    @property
+    def finish_s(self) -> float:
+        """From the last commit to the call's return: the vector indexes built over what was
+        written, the stores closed, the job torn down."""
+        return max(0.0, self.seconds - self.startup_s - self.progress.processing_s)
 
     @property
     def processing_events_per_s(self) -> float:
@@ -112,14 +132,14 @@ class TimedReplay:
 def timed_replay(spec: ReplaySpec, settings: Settings) -> TimedReplay:
     """Run the replay and time the whole call; a replay that applied nothing is an error (its
     rates would be meaningless)."""
-    began = time.perf_counter()
+    began, began_at = time.perf_counter(), time.time()
     result = run_replay(spec, settings)
     seconds = time.perf_counter() - began
     if result.progress is None or result.progress.applied == 0:
         raise ReplayJobError(f"the replay into {spec.into} (parallelism {spec.parallelism}) "
                              "applied nothing: is the log empty, or were the stores already "
                              "caught up?")
-    return TimedReplay(result, result.progress, seconds)
+    return TimedReplay(result, result.progress, seconds, began_at)
 
 
 def plan_bounds(spec: ReplaySpec, settings: Settings, config: WriterConfig) -> Bounds:
@@ -139,36 +159,33 @@ def plan_bounds(spec: ReplaySpec, settings: Settings, config: WriterConfig) -> B
 
 def run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | None = None,
                *, every_s: float = 2.0) -> ReplayResult:
-    """Run the replay job; the process's environment is as it was afterwards (PyFlink and
-    Beam's loopback worker set some forty variables in it, among them one that forbids this
-    process and its children to start another job)."""
-    saved = dict(os.environ)
-    try:
+    """Run the replay job; the process's environment and root logger are as they were
+    afterwards (:func:`~memstack.pipelines.replay.flink_env.process_state_kept`)."""
+    with process_state_kept():
         return _run_replay(spec, settings, on_progress, every_s)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def _run_replay(spec: ReplaySpec, settings: Settings, on_progress: OnProgress | None,
                 every_s: float) -> ReplayResult:
     started = time.monotonic()
-    if spec.cluster is not None:
+    if spec.cluster is not None and spec.session is None:
         check_cluster(spec.cluster, spec.parallelism, spec.worker_mode)
     spec.into.mkdir(parents=True, exist_ok=True)
-    config = _writer_config(spec, settings)
+    config = writer_config(spec, settings)
     bounds = plan_bounds(spec, settings, config)
     if bounds.total() == 0:
         log.info("replay: nothing to do, the stores are at %s", dict(bounds.stop))
         return ReplayResult(bounds, None, time.monotonic() - started, 0.0)
     if spec.honour_forget:
-        config = replace(config, forget=ForgetLedger.load(settings.bootstrap,
-                                                          settings.forget_topic))
-    rt = FlinkRuntime(spec.work_dir or spec.into.parent / f".{spec.into.name}.flink",
-                      spec.parallelism, spec.worker_mode, cluster=spec.cluster)
+        ledger = spec.ledger if spec.ledger is not None else ForgetLedger.load(
+            settings.bootstrap, settings.forget_topic)
+        config = replace(config, forget=ledger)
+    rt = spec.session.runtime(spec.parallelism) if spec.session is not None else \
+        FlinkRuntime(spec.work_dir or spec.into.parent / f".{spec.into.name}.flink",
+                     spec.parallelism, spec.worker_mode, cluster=spec.cluster)
     tracker = ProgressTracker(bounds, time.monotonic())
     job_started = time.monotonic()
-    final = _drive(_build(rt, settings, bounds, config), tracker, on_progress, every_s, rt)
+    final = _drive(build_job(rt, settings, bounds, config), tracker, on_progress, every_s, rt)
     _wait_released(spec.into)
     job_s = time.monotonic() - job_started
     log.info("replay: %d offsets in %.1f s (%.0f/s), %d applied, %d forgotten, "
@@ -207,7 +224,8 @@ def _wait_released(into: Path) -> None:
             return
 
 
-def _writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
+def writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
+    """What the job's Python workers are given (no forget ledger yet: the driver adds it)."""
     return WriterConfig(
         into=spec.into.resolve(), topic=settings.events_topic, bootstrap=settings.bootstrap,
         dlq_topic=settings.dlq_topic, send_dead_letters=spec.send_dead_letters,
@@ -218,8 +236,9 @@ def _writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
         keys_dir=settings.keys_dir)
 
 
-def _build(rt: FlinkRuntime, settings: Settings, bounds: Bounds,
+def build_job(rt: FlinkRuntime, settings: Settings, bounds: Bounds,
            config: WriterConfig) -> Iterator[str]:
+    """Submit the replay's topology over ``bounds``; iterate the writer's progress lines."""
     from pyflink.common import Types
 
     from memstack.pipelines.replay.functions import (
@@ -271,7 +290,7 @@ def _drive(results: Iterator[str], tracker: ProgressTracker, on_progress: OnProg
             msg = ""
         now = time.monotonic()
         if isinstance(msg, BaseException):
-            where = rt.log_dir if rt.cluster is None else (
+            where = rt.log_dir if rt.cluster is None or rt.loopback_server else (
                 f"the cluster's log folder (`memstack infra flink status`) and {rt.log_dir}")
             raise ReplayJobError(f"the replay job failed: {msg}; Flink's logs are in "
                                  f"{where}") from msg

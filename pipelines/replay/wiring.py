@@ -155,9 +155,18 @@ def open_dlq_sender(config: WriterConfig) -> DlqSender | CountingDlq:
 
 
 def open_encoder(config: WriterConfig) -> Encoder:
-    from memstack.pipelines.embedding import make_encoder
+    """A loaded encoder for a prepare stage: one the process kept from an earlier job of the
+    same kind and threads (a warm service's loopback workers), else a new one."""
+    from memstack.pipelines.replay import encoder_pool
 
-    return make_encoder(config.encoder, threads=config.embed_threads).load()
+    return encoder_pool.lend(config.encoder, config.embed_threads)
+
+
+def close_encoder(config: WriterConfig, encoder: Encoder) -> None:
+    """The prepare stage is done with ``encoder``: the process keeps it for the next job."""
+    from memstack.pipelines.replay import encoder_pool
+
+    encoder_pool.give_back(config.encoder, config.embed_threads, encoder)
 
 
 def embed_items(encoder: Encoder, items: list[Item]) -> list[Item]:
