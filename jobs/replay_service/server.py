@@ -24,6 +24,7 @@ from memstack.foundation.settings import Settings
 from memstack.jobs.replay_service.request import ReplayRequest
 from memstack.pipelines.replay.progress import ProgressTracker
 from memstack.pipelines.replay.session_cluster import SessionCluster
+from memstack.server.problems import MEDIA_TYPE, ProblemError, invalid
 
 log = logging.getLogger(__name__)
 
@@ -99,15 +100,6 @@ class ReplayService:
         return out
 
 
-def problem(status: int, slug: str, title: str, detail: str,
-            field: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": f"urn:memstack:problem:{slug}", "title": title,
-                            "status": status, "detail": detail}
-    if field is not None:
-        body["field"] = field
-    return body
-
-
 def _first_error(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err.get("loc", ())) or "body"
@@ -131,57 +123,57 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _problem(self, body: dict[str, Any]) -> None:
-        self._json(int(body["status"]), body, "application/problem+json")
+    def _problem(self, error: ProblemError) -> None:
+        """The HTTP service's problem document (:mod:`memstack.server.problems`)."""
+        self._json(error.status, error.problem(self.path).model_dump(mode="json",
+                                                                     exclude_none=True),
+                   MEDIA_TYPE)
 
     def do_GET(self) -> None:
         if self.path == "/healthz":
             self._json(200, self.server.service.health(), "application/json")
             return
-        self._problem(problem(404, "not-found", "Not found",
-                              f"no {self.path}: the service answers GET /healthz and "
-                              "POST /replays"))
+        self._problem(ProblemError(404, f"no {self.path}: the service answers GET /healthz "
+                                        "and POST /replays"))
 
     def do_POST(self) -> None:
         if self.path != "/replays":
-            self._problem(problem(404, "not-found", "Not found",
-                                  f"no {self.path}: submit jobs to POST /replays"))
+            self._problem(ProblemError(404, f"no {self.path}: submit jobs to POST /replays"))
             return
         length = int(self.headers.get("Content-Length") or 0)
         if length <= 0 or length > MAX_BODY:
-            self._problem(problem(422, "invalid-body", "Invalid body",
-                                  f"the body must be one JSON object of 1 to {MAX_BODY} bytes "
-                                  f"(Content-Length was {length})", "body"))
+            self._problem(invalid("body", f"one JSON object of 1 to {MAX_BODY} bytes "
+                                          f"(Content-Length was {length})"))
             return
         try:
             request = ReplayRequest.model_validate_json(self.rfile.read(length))
         except ValidationError as exc:
             field, detail = _first_error(exc)
-            self._problem(problem(422, "invalid-parameter", "Invalid parameter", detail, field))
+            self._problem(ProblemError(422, detail, field=field, slug="invalid-parameter",
+                                       title="Invalid parameter"))
             return
         self._run(request)
 
     def _run(self, request: ReplayRequest) -> None:
         service = self.server.service
         if service.warm_up_s is None:
-            self._problem(problem(503, "warming", "Warming up",
-                                  "the service is still warming up; GET /healthz says when it "
-                                  "is ready"))
+            self._problem(ProblemError(503, "the service is still warming up; GET /healthz "
+                                            "says when it is ready", slug="warming",
+                                       title="Warming up"))
             return
         slots = service.session.slots if service.session is not None else 0
         if request.parallelism > slots:
-            self._problem(problem(422, "invalid-parameter", "Invalid parameter",
-                                  f"parallelism: {request.parallelism} is more than the "
+            self._problem(invalid("parallelism", f"{request.parallelism} is more than the "
                                   f"service's {slots} slot(s); pass at most {slots} or start "
-                                  "the service with --parallelism "
-                                  f"{request.parallelism}", "parallelism"))
+                                  f"the service with --parallelism {request.parallelism}"))
             return
         busy = service.try_begin(request.into)
         if busy is not None:
-            self._problem(problem(409, "replay-running", "A replay is running",
-                                  f"a replay into {busy.into} has run since "
-                                  f"{time.strftime('%H:%M:%S', time.gmtime(busy.since))} UTC; "
-                                  "submit again when GET /healthz shows none running"))
+            self._problem(ProblemError(
+                409, f"a replay into {busy.into} has run since "
+                f"{time.strftime('%H:%M:%S', time.gmtime(busy.since))} UTC; submit again when "
+                "GET /healthz shows none running", slug="replay-running",
+                title="A replay is running"))
             return
         # the slot is free before the last line goes out: a client may submit its next job
         # the moment it reads this one's result

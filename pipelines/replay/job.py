@@ -237,7 +237,7 @@ def writer_config(spec: ReplaySpec, settings: Settings) -> WriterConfig:
 
 
 def build_job(rt: FlinkRuntime, settings: Settings, bounds: Bounds,
-           config: WriterConfig) -> Iterator[str]:
+              config: WriterConfig) -> Iterator[str]:
     """Submit the replay's topology over ``bounds``; iterate the writer's progress lines."""
     from pyflink.common import Types
 

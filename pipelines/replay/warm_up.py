@@ -24,6 +24,7 @@ from memstack.pipelines.replay.bounds import AtOffsets, Bounds, Earliest, End, r
 from memstack.pipelines.replay.flink_env import process_state_kept
 from memstack.pipelines.replay.job import ReplaySpec, build_job, run_replay, writer_config
 from memstack.pipelines.replay.session_cluster import SessionCluster
+from memstack.pipelines.replay.wiring import WriterConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,14 @@ def warm_up(settings: Settings, session: SessionCluster, parallelism: int) -> fl
     first = {p: min(whole.stop[p], whole.start.get(p, 0) + per) for p in whole.partitions}
     spec = ReplaySpec(into=scratch, start=Earliest(), stop=AtOffsets(first),
                       parallelism=parallelism, session=session)
+    config = writer_config(spec, settings)
     try:
         if Bounds(whole.topic, whole.start, first).total() > 0:
             run_replay(spec, settings)
         else:
-            _empty_job(settings, session, spec)
+            _empty_job(settings, session, parallelism, config)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    config = writer_config(spec, settings)
     encoder_pool.preload(config.encoder, config.embed_threads, count=parallelism)
     seconds = time.perf_counter() - began
     log.info("replay warm-up: planner, session cluster, loopback workers and %d encoder(s) "
@@ -64,11 +65,11 @@ def warm_up(settings: Settings, session: SessionCluster, parallelism: int) -> fl
     return seconds
 
 
-def _empty_job(settings: Settings, session: SessionCluster, spec: ReplaySpec) -> None:
+def _empty_job(settings: Settings, session: SessionCluster, parallelism: int,
+               config: WriterConfig) -> None:
     """The replay's topology over every partition's end to its end: nothing read or written."""
-    config = writer_config(spec, settings)
     bounds = resolve(settings.bootstrap, settings.events_topic, End(), End())
     with process_state_kept():
-        lines = list(build_job(session.runtime(spec.parallelism), settings, bounds, config))
+        lines = list(build_job(session.runtime(parallelism), settings, bounds, config))
     if lines:  # an empty range applies nothing; a line means something was written
         raise RuntimeError(f"the warm-up job over an empty range reported {lines[-1]}")
