@@ -116,7 +116,8 @@ def open_projector(directory: Path, settings: Settings, threads: int,
     stores = Stores.open(directory)
     try:
         store = StoreProjector(stores, encoder, settings.events_topic,
-                               keys=FileKeyStore(settings.keys_dir), forgotten=ledger)
+                               keys=FileKeyStore(settings.keys_dir), forgotten=ledger,
+                               maintain_in_background=True)
         return CommitPath(store, feed=_consolidation_feed(store, stores, settings)), stores
     except BaseException:
         stores.close()

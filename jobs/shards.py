@@ -68,7 +68,7 @@ def _shard_opener(settings: Settings, encoder: Any) -> Any:
         stores = Stores.open(directory)
         try:
             return StoreProjector(stores, encoder, settings.events_topic, keys=keys,
-                                  forgotten=ledger), stores
+                                  forgotten=ledger, maintain_in_background=True), stores
         except BaseException:
             stores.close()
             raise

@@ -66,7 +66,8 @@ class StoreProjector:
     def __init__(self, stores: Stores, encoder: Encoder, topic: str,
                  registry: RelationRegistry | None = None, *,
                  max_cached_keys: int = MAX_CACHED_KEYS, maintain_indexes: bool = True,
-                 keys: KeyStore | None = None, forgotten: ForgetFilter | None = None) -> None:
+                 maintain_in_background: bool = False, keys: KeyStore | None = None,
+                 forgotten: ForgetFilter | None = None) -> None:
         if encoder.dim != stores.vectors.dim:
             raise ValueError(f"encoder {encoder.name} gives {encoder.dim}-dim vectors, the "
                              f"vector index holds {stores.vectors.dim}; use a matching encoder")
@@ -78,6 +79,9 @@ class StoreProjector:
         self._registry = registry or RelationRegistry()
         self._max_keys = max_cached_keys
         self._maintain = maintain_indexes
+        self._in_background = maintain_in_background
+        """Index maintenance in the vector index's own thread (the live worker's), so no batch
+        waits for it; else in the store thread after each merge that makes it due."""
         self._keys = keys
         self.forgotten = forgotten
         """The forget ledger: events it covers are never applied (live or replay)."""
@@ -143,7 +147,10 @@ class StoreProjector:
             memories = memory_rows(plan)
             if memories:
                 vectors = np.stack([plan.vectors[row.text] for row in memories])
-                self.stores.vectors.merge(memories, vectors, maintain=self._maintain)
+                self.stores.vectors.merge(memories, vectors,
+                                          maintain=self._maintain and not self._in_background)
+                if self._maintain and self._in_background:
+                    self.stores.vectors.maintain_soon()
             if plan.mutations or plan.next_offsets:
                 self.stores.events.apply(plan.mutations, plan.next_offsets, topic=self.topic)
         except BaseException:

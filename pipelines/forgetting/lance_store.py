@@ -139,7 +139,7 @@ class LanceForgetStore:
         write's) are never deleted; ``probes`` (forgotten texts as bytes) are searched for in
         such files and counted in ``unreferenced_probe_files``.
         """
-        with self._purging:
+        with self._purging, self.index.maintenance_paused():
             began = time.monotonic()
             figures = self._purge(probes, exclusive)
             figures["s"] = time.monotonic() - began

@@ -156,7 +156,8 @@ class StoresSwitcher:
             return self._refused(target, f"cannot open it: {exc}", began)
         try:
             projector = StoreProjector(stores, CachingEncoder(encoder), self.settings.events_topic,
-                                       keys=self.keys, forgotten=self.base.forgotten)
+                                       keys=self.keys, forgotten=self.base.forgotten,
+                                       maintain_in_background=True)
             ahead = {p: o for p, o in projector.applied_offsets().items() if o > live.get(p, 0)}
             if ahead:
                 stores.close()

@@ -11,17 +11,17 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 
 from memstack.operators.mutations import MemoryRow
-from memstack.pipelines.stores import arrow
+from memstack.pipelines.stores import arrow, lance_files
 from memstack.pipelines.stores.base import MemoryHit, MergeResult, Vectors
 from memstack.pipelines.stores.errors import (
     EmbeddingShapeError,
@@ -43,6 +43,10 @@ from memstack.schemas.rows import (
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+WRITE_ATTEMPTS = 5
+"""How often a write of the writer's handle is tried on the latest version (see
+:meth:`LanceVectorIndex._on_latest`)."""
 CANDIDATE_COLUMNS = ("memory_id", "tenant", "vt_from", "vt_to", "tt_from", "tt_to", "partition",
                      "offset")
 """What a search candidate carries (:meth:`LanceVectorIndex.text_candidates`): its id, its
@@ -68,6 +72,9 @@ class LanceVectorIndex(IndexMaintenance):
         self._read_only = read_only
         self._policy = policy or IndexPolicy()
         self._lock = threading.Lock()
+        self._maintaining = threading.RLock()
+        self._background = None
+        self._maintenance_table = None
         self._schema = memories_schema(dim)
         # searches fetch every column but the embedding (ranking needs only the scores)
         self._columns = [n for n in self._schema.names if n != "vector"]
@@ -96,6 +103,10 @@ class LanceVectorIndex(IndexMaintenance):
             stats = self._index_stats(VECTOR_INDEX)
             self._trained_at = stats.num_indexed_rows if stats is not None else 0
         log.info("opened LanceDB index %s (read_only=%s)", self._dir, read_only)
+
+    def _open_table(self) -> Any:
+        """Another LanceDB handle on the table (the maintenance thread's own)."""
+        return lancedb.connect(self._dir).open_table(TABLE)
 
     def _open_or_create(self) -> Any:
         try:
@@ -161,20 +172,26 @@ class LanceVectorIndex(IndexMaintenance):
                            int(result.num_updated_rows))
 
     def _merge_insert(self, data: pa.Table) -> Any:
-        """``merge_insert`` by id; once more on the latest version when a file of the handle's
-        version is gone (a purge removed it: see :meth:`quiesced`)."""
-        def run() -> Any:
-            return self._table.merge_insert("memory_id").when_not_matched_insert_all().execute(
-                data)
-        try:
-            return run()
-        except (OSError, ValueError, RuntimeError) as exc:
-            if "not found" not in str(exc).lower():
-                raise
-            log.warning("merge on %s read a removed file (%s); retrying on the latest version",
-                        self._dir, exc)
-            self._table.checkout_latest()
-            return run()
+        """``merge_insert`` by id; again on the latest version when a file of the handle's
+        version is gone (a purge removed it: see :meth:`quiesced`) or a commit of the
+        maintenance thread conflicted (:meth:`maintain_soon`)."""
+        return self._on_latest("merge", lambda: self._table.merge_insert(
+            "memory_id").when_not_matched_insert_all().execute(data))
+
+    def _on_latest(self, operation: str, run: Callable[[], T]) -> T:
+        """``run`` (an idempotent write of the writer's handle), once more on the latest
+        version after a removed file or a commit conflict, up to :data:`WRITE_ATTEMPTS`."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return run()
+            except (OSError, ValueError, RuntimeError) as exc:
+                stale = "not found" in str(exc).lower()
+                if not (stale or lance_files.is_conflict(exc)) or attempt == WRITE_ATTEMPTS - 1:
+                    raise
+                log.warning("%s on %s %s (%s); retrying on the latest version", operation,
+                            self._dir, "read a removed file" if stale else "conflicted", exc)
+                self._table.checkout_latest()
+        raise AssertionError("unreachable")
 
     def delete(self, memory_ids: Iterable[str]) -> int:
         """Delete rows by id (the newest version only; old versions are the forget job's)."""
@@ -186,11 +203,12 @@ class LanceVectorIndex(IndexMaintenance):
         with self._lock, translated("delete", self._dir):
             present = self._table.count_rows(where)
             if present:
-                self._table.delete(where)
+                self._on_latest("delete", lambda: self._table.delete(where))
         return int(present)
 
     def close(self) -> None:
-        """Nothing to release (LanceDB holds no lock); kept for the store interface."""
+        """Stop the maintenance thread if one runs (LanceDB holds no lock)."""
+        self.stop_maintenance()
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -339,8 +357,8 @@ class LanceVectorIndex(IndexMaintenance):
         if self._read_only:
             log.warning("%s has no full-text index yet; the writer builds it", self._dir)
             return False
-        with self._lock:
-            self._build_missing()
+        with self._maintaining, self._lock:
+            self._build_missing(self._table)
             self._forget_indexes()
         return True
 

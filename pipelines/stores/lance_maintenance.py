@@ -26,6 +26,7 @@ from memstack.pipelines.stores.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
+from memstack.pipelines.stores.lance_background import MAINTENANCE_JOIN_S, MaintenanceThread
 from memstack.pipelines.stores.lance_policy import IndexPolicy
 
 log = logging.getLogger(__name__)
@@ -59,12 +60,17 @@ class IndexMaintenance:
     _dir: Path
     _uri: str
     _lock: threading.Lock
+    _maintaining: threading.RLock
+    _background: MaintenanceThread | None
+    _maintenance_table: Any
     _table: Any
     _policy: IndexPolicy
     _trained_at: int
     _refreshed_at: int
     _read_only: bool
     _indexes_checked: float
+
+    def _open_table(self) -> Any: ...
 
     def _writable(self, operation: str) -> None:
         if self._read_only:
@@ -82,36 +88,86 @@ class IndexMaintenance:
         The purge removes older versions and unreferenced files inside it (a manifest read and
         a file listing, milliseconds); a commit the writer makes afterwards starts from the
         latest version."""
-        with self._lock, translated("refresh", self._dir):
+        with self._maintaining, self._lock, translated("refresh", self._dir):
             self._table.checkout_latest()
             self._forget_indexes()
             yield
 
+    @contextmanager
+    def maintenance_paused(self) -> Iterator[None]:
+        """No maintenance pass runs inside (one in progress finishes first): a forget's purge
+        rewrites and removes files that a pass would otherwise commit beside."""
+        with self._maintaining:
+            yield
+
     def maintain(self, *, force: bool = False) -> Maintenance:
-        """Build missing indexes, retrain IVF_PQ on growth, refresh the others when due."""
+        """Build missing indexes, retrain IVF_PQ on growth, refresh the others when due; the
+        writer's lock is held throughout, so no write of this handle runs meanwhile."""
         self._writable("maintain")
-        with self._lock, translated("maintain", self._dir):
-            rows = self._table.count_rows()
-            if rows == 0:
-                return Maintenance(0)
-            built = self._build_missing()
-            p = self._policy
-            if rows >= p.vector_min_rows and (
-                force or rows >= self._trained_at * (1 + p.vector_rebuild_growth)
-            ):
-                self._train_vector_index(rows)
-                built.append(VECTOR_INDEX)
-            due = rows - self._refreshed_at >= p.refresh_rows
-            if force or due:
-                self._refresh()
-                self._refreshed_at = rows
+        with self._maintaining, self._lock, translated("maintain", self._dir):
+            done = self._maintain_on(self._table, force)
             self._forget_indexes()
-        if built or force or due:  # bench pipeline counts these lines (MaintenanceLog)
-            log.info("lance maintenance at %d rows: built %s, optimized %s", rows, built,
-                     force or due)
+        return self._logged(done)
+
+    def maintain_soon(self) -> None:
+        """Maintain in this index's maintenance thread (started on first use): the writer
+        goes on writing while indexes are built, trained and refreshed, with handles of the
+        thread's own (a commit of either side is rebased on the other's by Lance; a write that
+        conflicts is retried, see :meth:`_merge_insert`). :meth:`quiesced` (a forget's
+        purge) waits for a maintenance step in progress, and the next waits for the purge."""
+        self._writable("maintain")
+        if self._background is None:
+            self._background = MaintenanceThread(self._maintain_in_background,
+                                                 f"lance-maintenance {self._dir}")
+        self._background.poke()
+
+    def _maintain_in_background(self) -> Maintenance:
+        with self._maintaining:
+            with translated("maintain", self._dir):
+                if self._maintenance_table is None:
+                    self._maintenance_table = self._open_table()
+                table = self._maintenance_table
+                table.checkout_latest()
+                done = self._maintain_on(table, False)
+            if done.optimized or done.built:
+                with self._lock, translated("maintain", self._dir):
+                    self._table.checkout_latest()  # the writer's handle sees the new indexes
+                    self._forget_indexes()
+        return self._logged(done)
+
+    def stop_maintenance(self, timeout_s: float = MAINTENANCE_JOIN_S) -> None:
+        """Stop the maintenance thread, letting a step in progress finish (at most
+        ``timeout_s``: a step is a few Lance commits, each atomic, so one cut short by the
+        process's exit leaves the table at its last commit)."""
+        background, self._background = self._background, None
+        if background is not None:
+            background.close(timeout_s)
+
+    def _maintain_on(self, table: Any, force: bool) -> Maintenance:
+        rows = table.count_rows()
+        if rows == 0:
+            return Maintenance(0)
+        built = self._build_missing(table)
+        p = self._policy
+        if rows >= p.vector_min_rows and (
+            force or rows >= self._trained_at * (1 + p.vector_rebuild_growth)
+        ):
+            self._train_vector_index(table, rows)
+            built.append(VECTOR_INDEX)
+        due = rows - self._refreshed_at >= p.refresh_rows
+        if force or due:
+            self._refresh(table)
+            self._refreshed_at = rows
         return Maintenance(rows, force or due, tuple(built))
 
-    def _refresh(self) -> None:
+    @staticmethod
+    def _logged(done: Maintenance) -> Maintenance:
+        if done.built or done.optimized:  # bench pipeline counts these lines (MaintenanceLog)
+            log.info("lance maintenance at %d rows: built %s, optimized %s", done.rows,
+                     list(done.built), done.optimized)
+        return done
+
+    def _refresh(self, table: Any) -> None:
         """Bounded compaction, a new index segment for the new rows, the tiered merges due,
         versions past their keep dropped.
 
@@ -125,13 +181,13 @@ class IndexMaintenance:
         lance_segments.index_new_rows(self._uri)
         lance_segments.merge_segments(self._uri, p.refresh_rows, p.merge_width, p.fragment_rows,
                                       p.segment_rows)
-        self._table.checkout_latest()  # the commits above went through pylance handles
+        table.checkout_latest()  # the commits above went through pylance handles
         lance_files.drop_versions(self._uri, p.keep_versions_for)
 
-    def _build_missing(self) -> list[str]:
+    def _build_missing(self, table: Any) -> list[str]:
         """The indexes not there yet, each built as segments of at most
         :attr:`IndexPolicy.segment_rows` (:mod:`~memstack.pipelines.stores.lance_capped`)."""
-        kinds = {i.name: i.index_type for i in self._table.list_indices()}
+        kinds = {i.name: i.index_type for i in table.list_indices()}
         cap = self._policy.segment_rows
         built: list[str] = []
         if TEXT_INDEX not in kinds:
@@ -146,13 +202,13 @@ class IndexMaintenance:
                 lance_capped.build_scalar(self._uri, column, index_type, name, cap)
                 built.append(name)
         if built:
-            self._table.checkout_latest()  # the builds committed through pylance handles
+            table.checkout_latest()  # the builds committed through pylance handles
         return built
 
-    def _train_vector_index(self, rows: int) -> None:
+    def _train_vector_index(self, table: Any, rows: int) -> None:
         lance_capped.build_vector(self._uri, VECTOR_INDEX, self._policy.segment_rows,
                                   rows=rows, num_sub_vectors=self._policy.num_sub_vectors)
-        self._table.checkout_latest()
+        table.checkout_latest()
         self._trained_at = rows
 
     def vector_index_trained_version(self) -> int | None:
