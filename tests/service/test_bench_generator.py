@@ -1,7 +1,13 @@
-"""The service benchmark's event generator: valid events, facts every 8th, distinct ids."""
+"""The service benchmark's event generator (valid events, facts every 8th, distinct ids), its
+open-loop ratio and senders, and the wait for a quiet service before a cost phase."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
+from memstack.jobs.bench.service import cost
 from memstack.jobs.bench.service.load import TENANT, bench_event
 from memstack.schemas.events import EventKind, validate_event
 
@@ -81,3 +87,21 @@ def test_the_open_loop_gets_read_whole_responses_on_kept_sockets() -> None:
     ports = [port for _, _, port in seen]
     assert ports[0] == ports[1] == ports[2] != ports[3]  # kept, then a fresh socket
     assert {auth for _, auth, _ in seen} == {"Bearer k"}
+
+
+def test_a_cost_phase_waits_until_the_service_is_quiet() -> None:
+    """settle() waits while the process burns CPU (as index maintenance would) and returns once
+    a whole second passes under the threshold."""
+    busy = subprocess.Popen([sys.executable, "-c", (
+        "import time\nend = time.time() + 2.5\nwhile time.time() < end: pass\n"
+        "time.sleep(60)")])
+    try:
+        time.sleep(0.2)
+        waited = cost.settle([busy.pid])
+        assert 2.0 <= waited < cost.SETTLE_MAX_S
+        before = cost.cpu_s([busy.pid])
+        time.sleep(0.5)
+        assert cost.cpu_s([busy.pid]) - before < 0.05  # quiet once settle returned
+    finally:
+        busy.kill()
+        busy.wait()

@@ -3,8 +3,9 @@
 The service is one process (``memstack serve``: the worker, the HTTP API, the encoder's
 threads), or that process and its reader processes (``--readers N``): the ``utime + stime`` of
 them all over many sequential keep-alive reads, less what they burn idle over the same time
-(measured just before, over :data:`IDLE_S`), divided by the reads, is the CPU one read takes
-from the machine's cores, HTTP included.
+(measured just before, over :data:`IDLE_S`, once the service is quiet: its index maintenance
+runs beside the writer and is not a read's cost), divided by the reads, is the CPU one read
+takes from the machine's cores, HTTP included.
 
 A search embeds its text first. ``search_cpu_ms`` leaves that out: every search of the run asks
 a text never asked before (the service's encoder caches texts), and the same texts are embedded
@@ -27,6 +28,10 @@ from memstack.jobs.bench.service.load import FACT_SUBJECTS, facts_of, search
 
 IDLE_S = 2.0
 """How long the service's idle background is measured before each cost phase."""
+QUIET_MS_PER_S = 100.0
+"""A service using less CPU than this per second is quiet (idle it uses ~25 ms/s here)."""
+SETTLE_MAX_S = 180.0
+"""How long a cost phase waits at most for the service to be quiet."""
 
 
 Pids = Callable[[], Sequence[int]]
@@ -47,9 +52,24 @@ class Cost:
     idle_ms_per_s: float
 
 
+def settle(pids: Sequence[int]) -> float:
+    """Wait until the service is quiet (its store's index maintenance, which runs beside the
+    writer, done): whole seconds under :data:`QUIET_MS_PER_S`, at most :data:`SETTLE_MAX_S`.
+    Returns the seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < SETTLE_MAX_S:
+        before = cpu_s(pids)
+        time.sleep(1.0)
+        if (cpu_s(pids) - before) * 1000 < QUIET_MS_PER_S:
+            break
+    return time.perf_counter() - started
+
+
 def measure(pids_of: Pids, reads: int, read: Callable[[int], httpx.Response]) -> Cost:
-    """``reads`` sequential calls of ``read(i)``; each must answer 200."""
+    """``reads`` sequential calls of ``read(i)`` on a quiet service (:func:`settle`); each must
+    answer 200."""
     pids = pids_of()
+    settle(pids)
     before = cpu_s(pids)
     time.sleep(IDLE_S)
     idle = (cpu_s(pids) - before) / IDLE_S
