@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import pyarrow as pa
@@ -327,19 +327,14 @@ class AsOfView:
                 end: datetime | None = None, limit: int | None = None, *,
                 filter: FilterSpec = None) -> list[Record]:
         """Raw records in log order that occurred in ``[start, end)`` and answer as of (and
-        pass the metadata ``filter``, applied in DuckDB)."""
+        pass the metadata ``filter``): one DuckDB query with the rule's DuckDB form, so a
+        ``limit`` reads and converts only the rows it returns."""
         start = None if start is None else A.aware(start, "start")
         end = None if end is None else A.aware(end, "end")
-        known = self.as_of.known_time
-        until = None if known is None else known + timedelta(microseconds=1)
-        rows = _own(self.memory.stores.events.records(self.tenant, session=session, until=until,
-                                                      filter=as_filter(filter)),
-                    self.tenant, "records")
-        visible = A.record_filter(self.as_of)
-        out = [r for r in rows if visible(r)
-               and (start is None or r.occurred_at >= start)
-               and (end is None or r.occurred_at < end)]
-        return out if limit is None else out[:limit]
+        rows = self.memory.stores.events.records(
+            self.tenant, session=session, limit=limit, filter=as_filter(filter),
+            as_of=(self.as_of.valid, A.known_of(self.as_of)), start=start, end=end)
+        return _own(rows, self.tenant, "records")
 
     def context(self, text: str, budget_tokens: int = 2000, *, session: str | None = None,
                 subject: str | None = None, filter: FilterSpec = None) -> Context:

@@ -85,9 +85,12 @@ class EventIndex(Protocol):
     def records(
         self, tenant: str, *, session: str | None = None, since: datetime | None = None,
         until: datetime | None = None, limit: int | None = None, filter: Filter | None = None,
+        as_of: tuple[datetime, datetime | LogCut] | None = None,
+        start: datetime | None = None, end: datetime | None = None,
     ) -> list[RecordRow]:
         """Records of a tenant (and session) with ``since <= tt < until`` that pass the
-        metadata ``filter``, in log order."""
+        metadata ``filter``, answer as of ``(valid, known)`` and occurred in ``[start, end)``,
+        in log order, at most ``limit`` of them."""
         ...
 
     def fact_entries(self, keys: Iterable[FactKey]) -> dict[FactKey, list[FactEntry]]:

@@ -6,7 +6,9 @@ from datetime import datetime
 
 import pytest
 
+from memstack.pipelines.stores.bundle import Stores
 from memstack.view import InvalidAsOfError, InvalidQueryError, LogCut, MemoryView
+from memstack.view.asof import record_filter
 from memstack.view.fusion import BM25_WEIGHT, RRF_K, VECTOR_WEIGHT
 from tests.view.givens import K, V
 
@@ -98,6 +100,22 @@ def test_records_in_log_order_as_of(acme: MemoryView) -> None:
     valid_early = acme.as_of(V(1, 10)).records("s1")
     assert [r.offset for r in valid_early] == [1]          # the others are valid only later
     assert [r.offset for r in acme.as_of(known={0: 4}).records()] == [1, 3]
+
+
+@pytest.mark.parametrize("known", [K(1, 9), K(2, 20), K(3, 20), K(12, 31), {0: 4}, {0: 7}])
+@pytest.mark.parametrize("valid", [V(1, 1), V(1, 10), V(2, 15), V(12, 31)])
+def test_records_read_in_duckdb_are_the_rules_over_every_record(
+        acme: MemoryView, stores: Stores, valid: datetime, known: object) -> None:
+    """The records read puts the rule, the times and the limit into one DuckDB query; the
+    oracle is the rule's Python form over every stored record of the tenant."""
+    view = acme.as_of(valid, known)  # type: ignore[arg-type]
+    rule = record_filter(view.as_of)
+    every = stores.events.records("acme")
+    expected = [r.event_id for r in every if rule(r)]
+    assert [r.event_id for r in view.records()] == expected
+    assert [r.event_id for r in view.records(limit=1)] == expected[:1]
+    inside = [r.event_id for r in every if rule(r) and V(1, 10) <= r.occurred_at < V(2, 1)]
+    assert [r.event_id for r in view.records(start=V(1, 10), end=V(2, 1))] == inside
 
 
 def test_search_applies_as_of_before_ranking(acme: MemoryView) -> None:
