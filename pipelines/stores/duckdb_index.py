@@ -35,10 +35,9 @@ from memstack.operators.mutations import (
 from memstack.operators.timeline import FactKey
 from memstack.pipelines.stores import arrow, duckdb_asof
 from memstack.pipelines.stores.base import ApplyResult
+from memstack.pipelines.stores.duckdb_records import RecordsAsOf, records_sql
 from memstack.pipelines.stores.duckdb_schema import check_tables, create_tables, q, translated
 from memstack.pipelines.stores.errors import StoreNotFoundError, StoreReadOnlyError
-from memstack.schemas import asof as rule
-from memstack.schemas.filter_sql import to_duckdb
 from memstack.schemas.filters import Filter
 from memstack.schemas.rows import EVENT_TABLES, OFFSETS, PRIMARY_KEYS
 
@@ -50,8 +49,6 @@ its listeners are told row by row."""
 SNAPSHOT = "publish_snapshot"
 """A copy for readers (:mod:`memstack.pipelines.stores.duckdb_snapshot`): it changes no row,
 so the listeners are not told."""
-RecordsAsOf = tuple[datetime, datetime | LogCut]
-"""``(valid, known)`` of a records read (a known time or cut)."""
 
 T = TypeVar("T")
 ChangeListener = Callable[[Sequence[Mutation] | None], None]
@@ -302,31 +299,11 @@ class DuckDBEventIndex:
         filter: Filter | None = None, as_of: RecordsAsOf | None = None,
         start: datetime | None = None, end: datetime | None = None,
     ) -> pa.Table:
-        """:meth:`records` as a table (``columns``: a select list), without row objects;
-        ``filter``: a metadata filter, rendered by :func:`~memstack.schemas.filter_sql.to_duckdb`
-        beside the tenant and time clauses; ``as_of``: ``(valid, known)``, the records that
-        answer as of them (the rule's DuckDB form, :data:`memstack.schemas.asof.RECORDS`);
-        ``start``/``end``: occurred in ``[start, end)``. The ``limit`` applies after all of
-        them, in the query."""
-        sql = [f"SELECT {columns} FROM records WHERE tenant = ?"]
-        params: list[Any] = [tenant]
-        for clause, value in (("session = ?", session), ("tt >= ?", since), ("tt < ?", until),
-                              ("occurred_at >= ?", start), ("occurred_at < ?", end)):
-            if value is not None:
-                sql.append(f"AND {clause}")
-                params.append(value)
-        if as_of is not None:
-            where, values = rule.duckdb_sql(as_of[0], as_of[1], rule.RECORDS)
-            sql.append(f"AND {where}")
-            params += values
-        if filter is not None:
-            where, values = to_duckdb(filter)
-            sql.append(f"AND {where}")
-            params += values
-        sql.append('ORDER BY tt, "partition", "offset"')
-        if limit is not None:
-            sql.append(f"LIMIT {int(limit)}")
-        return self.query(" ".join(sql), params)
+        """:meth:`records` as a table (``columns``: a select list), without row objects
+        (:func:`~memstack.pipelines.stores.duckdb_records.records_sql`)."""
+        return self.query(*records_sql(tenant, session=session, since=since, until=until,
+                                       limit=limit, columns=columns, filter=filter,
+                                       as_of=as_of, start=start, end=end))
 
     def fact_entries(self, keys: Iterable[FactKey]) -> dict[FactKey, list[FactEntry]]:
         wanted = sorted(set(keys))

@@ -38,8 +38,6 @@ class MaintenanceThread:
         self._guard = threading.Lock()
         self._pending = False
         self._stopping = threading.Event()
-        self.passes = 0
-        """Passes completed (failed ones included)."""
         self.failures = 0
         self.last_error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -87,4 +85,3 @@ class MaintenanceThread:
             self.last_error = exc
             log.error("%s failed after %.1f s (retried on the next write, or in %.0f s): %s",
                       self._name, time.perf_counter() - started, RETRY_S, exc, exc_info=exc)
-        self.passes += 1
