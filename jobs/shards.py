@@ -25,6 +25,7 @@ import uvicorn
 from memstack.foundation.settings import Settings
 from memstack.jobs.run import RunOptions
 from memstack.jobs.service import _http_service, _Server
+from memstack.jobs.service.listen import HTTP_PARSER
 
 if TYPE_CHECKING:
     from memstack.pipelines.contracts import Projector
@@ -106,7 +107,7 @@ def run_shard_worker(settings: Settings, options: WorkerOptions) -> int:
     app = shard_app(sharded, ShardReader(encoder), worker)
     server = _Server(uvicorn.Config(app, host=options.shard_host, port=options.shard_port,
                                     log_level="warning", lifespan="off",
-                                    timeout_graceful_shutdown=5))
+                                    timeout_graceful_shutdown=5, http=HTTP_PARSER))
 
     def listening(srv: _Server) -> None:
         host, port = srv.servers[0].sockets[0].getsockname()[:2]
@@ -138,7 +139,7 @@ def run_router(settings: Settings, root: Path | None, peers: list[str], host: st
     app = router_app(fanout, keys, after_timeout_s=after_timeout_s)
     log.info("router for %d partitions of %s at http://%s:%d", len(fanout.partitions),
              settings.events_topic, host, port)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", http=HTTP_PARSER)
     fanout.close()
     return 0
 

@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
 def _read_only(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
+    from memstack.jobs.service.listen import HTTP_PARSER
     from memstack.pipelines.stores.bundle import Stores, stores_dir
     from memstack.server.api_keys import LiveApiKeys
     from memstack.server.app import create_app
@@ -109,5 +110,6 @@ def _read_only(args: argparse.Namespace, settings: Settings) -> int:
     with Stores.open(directory, read_only=True) as stores:
         app = create_app(lambda: stores, keys=keys, encoder=encoder)
         log.info("serving %s read-only on http://%s:%d", directory, args.host, args.port)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
+                    http=HTTP_PARSER)
     return 0

@@ -33,7 +33,7 @@ from memstack.jobs.run import (
     open_projector,
 )
 from memstack.jobs.service.file import service_file
-from memstack.jobs.service.listen import KEEP_ALIVE_S, bound_socket
+from memstack.jobs.service.listen import HTTP_PARSER, KEEP_ALIVE_S, bound_socket
 from memstack.jobs.service.spawn import ServiceStartError, spawn_service
 from memstack.jobs.service.switch import attach_switcher
 
@@ -278,7 +278,7 @@ def _serve(settings: Settings, options: ServiceOptions, keys: Any, sock: socket.
         server = _Server(uvicorn.Config(app, host=options.host, port=options.port,
                                         log_level="warning", lifespan="off", log_config=None,
                                         timeout_graceful_shutdown=10,  # logs: the root's
-                                        timeout_keep_alive=KEEP_ALIVE_S))
+                                        timeout_keep_alive=KEEP_ALIVE_S, http=HTTP_PARSER))
         live.app.service(_http_service(
             server, _announce(settings, directory, base.encoder.name, service.health,
                               public, readers),

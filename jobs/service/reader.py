@@ -33,7 +33,7 @@ import uvicorn
 from memstack.foundation.log_coordinates import Position
 from memstack.jobs.service.dir_watch import DirectoryWatch
 from memstack.jobs.service.follower import SnapshotFollower
-from memstack.jobs.service.listen import KEEP_ALIVE_S
+from memstack.jobs.service.listen import HTTP_PARSER, KEEP_ALIVE_S
 from memstack.pipelines.service.gate import ReadWriteGate
 from memstack.pipelines.service.parts import DEFAULT_AFTER_TIMEOUT_S, HealthSource
 from memstack.pipelines.service.watch import AppliedWatch
@@ -167,6 +167,7 @@ async def _serve(args: argparse.Namespace) -> int:
     sock = socket.socket(fileno=args.fd)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off",
                                            log_config=None, timeout_keep_alive=KEEP_ALIVE_S,
+                                           http=HTTP_PARSER,
                                            timeout_graceful_shutdown=10))
     loop = asyncio.get_running_loop()
 
