@@ -14,8 +14,9 @@ import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, Protocol
 
-from fastapi import Depends, FastAPI, Query
+from fastapi import Depends, FastAPI, Query, Response
 from fastapi.concurrency import run_in_threadpool
+from pydantic import TypeAdapter
 
 from memstack.view.ops import Query as ReadQuery
 from memstack.view.reads import READS, ReadOperation, ReadParams
@@ -40,9 +41,13 @@ def add_read_routes(app: FastAPI, answerer: Callable[..., Any], *, typed_answers
 def _add(app: FastAPI, operation: ReadOperation, answerer: Callable[..., Any],
          typed_answers: bool, responses: dict[int | str, dict[str, Any]] | None) -> None:
     name = operation.name
+    answers = TypeAdapter(operation.answer) if typed_answers else None
 
     async def route(params: ReadParams, reader: ReadAnswerer) -> Any:
-        return await run_in_threadpool(reader.run, ReadQuery.of(name, params))
+        query = ReadQuery.of(name, params)
+        if answers is None:
+            return await run_in_threadpool(reader.run, query)
+        return await run_in_threadpool(_answered, answers, reader, query)
 
     keyword = inspect.Parameter.KEYWORD_ONLY
     route.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
@@ -53,3 +58,12 @@ def _add(app: FastAPI, operation: ReadOperation, answerer: Callable[..., Any],
     route.__doc__ = operation.summary
     app.get(f"{PREFIX}/{name}", tags=["query"], responses=responses,
             response_model=operation.answer if typed_answers else None)(route)
+
+
+def _answered(answers: TypeAdapter[Any], reader: ReadAnswerer, query: ReadQuery) -> Response:
+    """``query`` answered and serialised in the worker thread, in one pass: the answer is
+    already of the operation's type, so FastAPI's validation of it against the response
+    model (a second pass over every hit, on the event loop) is skipped. The bytes are
+    pydantic's JSON of that type, as FastAPI's would be; the OpenAPI contract is unchanged."""
+    return Response(answers.dump_json(reader.run(query)), media_type="application/json")
+

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from memstack.foundation.log_coordinates import InvalidPositionError, Position, WrittenOut
 from memstack.pipelines.service.parts import LiveService
@@ -28,6 +28,23 @@ log = logging.getLogger(__name__)
 class WriteAnswer(BaseModel):
     written: list[WrittenOut]
     position: str = Field(description="Pass as after= to read these writes")
+
+
+_WRITE_ANSWER = TypeAdapter(WriteAnswer)
+
+
+def _write(service: LiveService, body: bytes, tenant: str, state: Any) -> Response:
+    """A write's events validated, produced and acknowledged, and its answer's JSON, in a
+    worker thread: validating a request of events holds the interpreter for milliseconds
+    (hundreds under load: 64 events measured at up to 0.36 s of wall time on 2 busy cores),
+    and on the event loop every other request (a facts read on the point-read lane) waited
+    behind it. The events' kinds go to the request's ``state`` for the write's span."""
+    events = parse_events(body, tenant, service.limits)
+    state.memstack_kinds = [str(e.kind) for e in events]
+    written = service.writer.write(events)
+    answer = WriteAnswer(written=[WrittenOut.of(w) for w in written],
+                         position=Position.after_events(written).token)
+    return Response(_WRITE_ANSWER.dump_json(answer), media_type="application/json")
 
 
 class ForgetBody(BaseModel):
@@ -102,12 +119,8 @@ def add_service_routes(app: FastAPI) -> None:
         acknowledged every one. All-or-nothing validation; retries are idempotent by id."""
         service = _service(request)
         _require_json(request)
-        events = parse_events(await _body(request, service.limits.max_bytes), tenant,
-                              service.limits)
-        request.state.memstack_kinds = [str(e.kind) for e in events]  # for the write's span
-        written = await run_in_threadpool(service.writer.write, events)
-        position = Position.after_events(written)
-        return {"written": [w.to_json() for w in written], "position": position.token}
+        body = await _body(request, service.limits.max_bytes)
+        return await run_in_threadpool(_write, service, body, tenant, request.state)
 
     @app.post(f"{prefix}/forget", response_model=ForgetAnswer, tags=["write"],
               responses=problem_responses(400, 401, 403, 413, 422, 500, 503))  # 413: BodyLimit
