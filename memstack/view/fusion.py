@@ -53,44 +53,33 @@ class Fused:
     score: ScoreParts
 
 
-@dataclass(frozen=True)
-class _Entry:
-    memory_id: str
-    bm25_rank: int | None = None
-    bm25_score: float | None = None
-    vector_rank: int | None = None
-    vector_distance: float | None = None
-
-    def fused(self, rrf_k: int) -> float:
-        score = 0.0
-        if self.bm25_rank is not None:
-            score += BM25_WEIGHT / (rrf_k + self.bm25_rank)
-        if self.vector_rank is not None:
-            score += VECTOR_WEIGHT / (rrf_k + self.vector_rank)
-        return score
-
-    def best_rank(self) -> int:
-        return min(r for r in (self.bm25_rank, self.vector_rank, 1 << 30) if r is not None)
-
-
 def fuse(text_hits: Sequence[Ranked], vector_hits: Sequence[Ranked], k: int,
          rrf_k: int = RRF_K) -> list[Fused]:
-    """The top ``k`` of both candidate lists by RRF; ties by best single rank, then id."""
-    entries: dict[str, _Entry] = {}
+    """The top ``k`` of both candidate lists by RRF; ties by best single rank, then id.
+
+    A search fuses up to 2 x 120 candidates: ranks live in plain dicts and only the ``k``
+    kept become :class:`Fused` (no object per candidate)."""
+    by_text: dict[str, tuple[int, float]] = {}
     for rank, hit in enumerate(text_hits, start=1):
-        if hit.memory_id not in entries:
-            entries[hit.memory_id] = _Entry(hit.memory_id, bm25_rank=rank, bm25_score=hit.score)
+        by_text.setdefault(hit.memory_id, (rank, hit.score))
+    by_vector: dict[str, tuple[int, float]] = {}
     for rank, hit in enumerate(vector_hits, start=1):
-        old = entries.get(hit.memory_id)
-        if old is None:
-            entries[hit.memory_id] = _Entry(hit.memory_id, vector_rank=rank,
-                                            vector_distance=hit.score)
-        elif old.vector_rank is None:
-            entries[hit.memory_id] = _Entry(old.memory_id, old.bm25_rank, old.bm25_score, rank,
-                                            hit.score)
-    scored = [(-e.fused(rrf_k), e.best_rank(), e.memory_id, e) for e in entries.values()]
-    return [
-        Fused(i, e.memory_id, ScoreParts(-minus, e.bm25_rank, e.bm25_score, e.vector_rank,
-                                         e.vector_distance))
-        for i, (minus, _, _, e) in enumerate(heapq.nsmallest(k, scored), start=1)
-    ]
+        by_vector.setdefault(hit.memory_id, (rank, hit.score))
+    scored: list[tuple[float, int, str]] = []
+    for memory_id in {**by_text, **by_vector}:
+        text, vector = by_text.get(memory_id), by_vector.get(memory_id)
+        score, best = 0.0, 1 << 30
+        if text is not None:
+            score += BM25_WEIGHT / (rrf_k + text[0])
+            best = text[0]
+        if vector is not None:
+            score += VECTOR_WEIGHT / (rrf_k + vector[0])
+            best = min(best, vector[0])
+        scored.append((-score, best, memory_id))
+    fused = []
+    for i, (minus, _, memory_id) in enumerate(heapq.nsmallest(k, scored), start=1):
+        text, vector = by_text.get(memory_id), by_vector.get(memory_id)
+        fused.append(Fused(i, memory_id, ScoreParts(
+            -minus, None if text is None else text[0], None if text is None else text[1],
+            None if vector is None else vector[0], None if vector is None else vector[1])))
+    return fused

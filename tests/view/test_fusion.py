@@ -32,3 +32,39 @@ def test_duplicates_count_once_and_ties_break_by_rank_then_id() -> None:
     # q: 1.5/(k+1) beats p: 1/(k+1) because BM25 weighs more; equal weights would tie -> id
     assert [h.memory_id for h in tie] == (["q", "p"] if BM25_WEIGHT > VECTOR_WEIGHT
                                                   else ["p", "q"])
+
+
+def test_fusion_is_the_documented_rule_on_random_lists() -> None:
+    """Against the rule written plainly: a row's first rank in each list, its score the sum of
+    weight / (rrf_k + rank), order by score, then best single rank, then id."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(200):
+        ids = [f"m{i}" for i in range(rng.randint(0, 30))]
+        text = [hit(rng.choice(ids), rng.random()) for _ in range(rng.randint(0, 25))] if ids \
+            else []
+        vector = [hit(rng.choice(ids), rng.random()) for _ in range(rng.randint(0, 25))] if ids \
+            else []
+        k = rng.randint(1, 40)
+        first_text: dict[str, tuple[int, float]] = {}
+        for rank, h in enumerate(text, start=1):
+            first_text.setdefault(h.memory_id, (rank, h.score))
+        first_vector: dict[str, tuple[int, float]] = {}
+        for rank, h in enumerate(vector, start=1):
+            first_vector.setdefault(h.memory_id, (rank, h.score))
+        expected = []
+        for m in set(first_text) | set(first_vector):
+            t, v = first_text.get(m), first_vector.get(m)
+            score = (BM25_WEIGHT / (RRF_K + t[0]) if t else 0.0) + (
+                VECTOR_WEIGHT / (RRF_K + v[0]) if v else 0.0)
+            best = min(x[0] for x in (t, v) if x is not None)
+            expected.append((-score, best, m))
+        expected.sort()
+        fused = fuse(text, vector, k)
+        assert [f.memory_id for f in fused] == [m for _, _, m in expected[:k]]
+        for f in fused:
+            t, v = first_text.get(f.memory_id), first_vector.get(f.memory_id)
+            assert (f.score.bm25_rank, f.score.bm25_score) == (t if t else (None, None))
+            assert (f.score.vector_rank, f.score.vector_distance) == (v if v else (None, None))
+            assert abs(f.score.fused - -dict((m, s) for s, _, m in expected)[f.memory_id]) < 1e-12

@@ -132,19 +132,24 @@ class VectorLists:
             keep = allowed(positions)
             return _best(positions[keep], (vectors @ q)[keep], n)
         assert self._centroids is not None
-        order = np.argsort(-(self._centroids @ q), kind="stable")
+        order = np.argsort(-(self._centroids @ q), kind="stable").tolist()
         least = max(MIN_PROBES, math.ceil(MIN_PROBE_SHARE * len(order)))
-        found: list[Positions] = []
-        scores: list[npt.NDArray[np.float32]] = []
-        kept = 0
-        for probed, i in enumerate(order.tolist(), start=1):
+        # the lists every search probes, scored together (one scope check, one selection);
+        # then one more list at a time until enough rows in scope were scored
+        first = [self._lists[i] for i in order[:least]]
+        at = np.concatenate([p.view() for p, _ in first])
+        keep = allowed(at)
+        found = [at[keep]]
+        scores = [np.concatenate([v.view() @ q for _, v in first])[keep]]
+        kept = len(found[0])
+        for i in order[least:]:
+            if kept >= ENOUGH * n:
+                break
             at, vectors = self._lists[i][0].view(), self._lists[i][1].view()
             keep = allowed(at)
             found.append(at[keep])
             scores.append((vectors @ q)[keep])
             kept += len(found[-1])
-            if probed >= least and kept >= ENOUGH * n:
-                break
         return _best(np.concatenate(found), np.concatenate(scores), n)
 
     def _everything(self) -> tuple[Positions, Matrix]:
