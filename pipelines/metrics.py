@@ -106,6 +106,10 @@ class LiveMetrics:
         self.query_errors = Counter(f"{PREFIX}_query_errors", "Read requests answered 5xx or "
                                     "504 (after= timeout), by kind", ["kind", "status"],
                                     registry=r)
+        self.loop_lag = Histogram(f"{PREFIX}_event_loop_lag_seconds", "How much later than due "
+                                  "the worker's event loop woke, sampled every 0.1 s: the wait "
+                                  "of anything due on the loop then (HTTP requests, batch "
+                                  "steps)", buckets=LATENCY_BUCKETS, registry=r)
         for kind in QUERY_KINDS:
             self.queries.labels(kind)
         self._closers: list[Callable[[], None]] = []
@@ -255,6 +259,7 @@ def attach(metrics: LiveMetrics, live: LiveApp, feed: FeedStep | None) -> LagRea
     forgetting = live.forgetting
     if forgetting is not None:
         applied[settings.forget_topic] = lambda: forgetting.next_offsets
+    live.app.service(_loop_lag_service(metrics))
     lag = LagReader(settings.bootstrap, applied)
     metrics.read_at_scrape(lag.metrics)
     metrics._closers.append(lag.close)
@@ -262,4 +267,19 @@ def attach(metrics: LiveMetrics, live: LiveApp, feed: FeedStep | None) -> LagRea
         metrics.read_at_scrape(lambda: consolidation_metrics(
             lambda: (feed.writes_total, feed.removals_total)))
     return lag
+
+
+def _loop_lag_service(metrics: LiveMetrics) -> type:
+    """A service of the worker's app that feeds ``memstack_event_loop_lag_seconds``
+    (:mod:`memstack.pipelines.loop_lag`) while the worker runs."""
+    import mode
+
+    from memstack.pipelines.loop_lag import watch_loop_lag
+
+    class LoopLag(mode.Service):
+        @mode.Service.task
+        async def _watch(self) -> None:
+            await watch_loop_lag(metrics.loop_lag.observe)
+
+    return LoopLag
 
