@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field
 
 from memstack.foundation.log_coordinates import InvalidPositionError, Position, WrittenOut
 from memstack.pipelines.service.parts import LiveService
@@ -30,9 +30,6 @@ class WriteAnswer(BaseModel):
     position: str = Field(description="Pass as after= to read these writes")
 
 
-_WRITE_ANSWER = TypeAdapter(WriteAnswer)
-
-
 def _write(service: LiveService, body: bytes, tenant: str, state: Any) -> Response:
     """A write's events validated, produced and acknowledged, and its answer's JSON, in a
     worker thread: validating a request of events holds the interpreter for milliseconds
@@ -44,7 +41,7 @@ def _write(service: LiveService, body: bytes, tenant: str, state: Any) -> Respon
     written = service.writer.write(events)
     answer = WriteAnswer(written=[WrittenOut.of(w) for w in written],
                          position=Position.after_events(written).token)
-    return Response(_WRITE_ANSWER.dump_json(answer), media_type="application/json")
+    return Response(answer.model_dump_json(), media_type="application/json")
 
 
 class ForgetBody(BaseModel):

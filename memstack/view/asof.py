@@ -11,9 +11,7 @@ applied before ranking).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import UTC, date, datetime
-from typing import Protocol
 
 import pyarrow as pa
 
@@ -118,28 +116,3 @@ def memory_mask(table: pa.Table, as_of: AsOf) -> pa.ChunkedArray:
     ``table`` needs ``vt_from``, ``vt_to``, ``tt_from``, ``tt_to``, ``partition``, ``offset``.
     """
     return rule.arrow_mask(table, as_of.valid, known_of(as_of), rule.INTERVALS)
-
-
-class HasRecordTimes(Protocol):
-    @property
-    def vt_from(self) -> datetime: ...
-    @property
-    def vt_to(self) -> datetime | None: ...
-    @property
-    def tt(self) -> datetime: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-
-
-def record_filter(as_of: AsOf) -> Callable[[HasRecordTimes], bool]:
-    """Whether a raw record answers as of ``as_of`` (records are never superseded); the rule's
-    clauses are built once for all the rows it is asked about."""
-    matches = rule.matcher(as_of.valid, known_of(as_of), rule.RECORDS)
-
-    def visible(row: HasRecordTimes) -> bool:
-        return matches({"vt_from": row.vt_from, "vt_to": row.vt_to, "tt": row.tt,
-                        "partition": row.partition, "offset": row.offset})
-
-    return visible

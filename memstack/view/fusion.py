@@ -78,8 +78,12 @@ def fuse(text_hits: Sequence[Ranked], vector_hits: Sequence[Ranked], k: int,
         scored.append((-score, best, memory_id))
     fused = []
     for i, (minus, _, memory_id) in enumerate(heapq.nsmallest(k, scored), start=1):
-        text, vector = by_text.get(memory_id), by_vector.get(memory_id)
-        fused.append(Fused(i, memory_id, ScoreParts(
-            -minus, None if text is None else text[0], None if text is None else text[1],
-            None if vector is None else vector[0], None if vector is None else vector[1])))
+        text_rank, text_score = by_text.get(memory_id, _ABSENT)
+        vector_rank, vector_distance = by_vector.get(memory_id, _ABSENT)
+        fused.append(Fused(i, memory_id, ScoreParts(-minus, text_rank, text_score, vector_rank,
+                                                    vector_distance)))
     return fused
+
+
+_ABSENT: tuple[None, None] = (None, None)
+"""The rank and score of a row one retriever did not return."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import pytest
 
 from memstack.pipelines.stores.bundle import Stores
+from memstack.schemas import asof as rule
 from memstack.view import InvalidAsOfError, InvalidQueryError, LogCut, MemoryView
-from memstack.view.asof import record_filter
+from memstack.view.asof import known_of
 from memstack.view.fusion import BM25_WEIGHT, RRF_K, VECTOR_WEIGHT
 from tests.view.givens import K, V
 
@@ -109,12 +111,17 @@ def test_records_read_in_duckdb_are_the_rules_over_every_record(
     """The records read puts the rule, the times and the limit into one DuckDB query; the
     oracle is the rule's Python form over every stored record of the tenant."""
     view = acme.as_of(valid, known)  # type: ignore[arg-type]
-    rule = record_filter(view.as_of)
+    matches = rule.matcher(view.as_of.valid, known_of(view.as_of), rule.RECORDS)
+
+    def answers(r: Any) -> bool:
+        return matches({"vt_from": r.vt_from, "vt_to": r.vt_to, "tt": r.tt,
+                        "partition": r.partition, "offset": r.offset})
+
     every = stores.events.records("acme")
-    expected = [r.event_id for r in every if rule(r)]
+    expected = [r.event_id for r in every if answers(r)]
     assert [r.event_id for r in view.records()] == expected
     assert [r.event_id for r in view.records(limit=1)] == expected[:1]
-    inside = [r.event_id for r in every if rule(r) and V(1, 10) <= r.occurred_at < V(2, 1)]
+    inside = [r.event_id for r in every if answers(r) and V(1, 10) <= r.occurred_at < V(2, 1)]
     assert [r.event_id for r in view.records(start=V(1, 10), end=V(2, 1))] == inside
 
 
